@@ -1,0 +1,34 @@
+"""staticfield: pytree dataclasses for JAX with safe static fields.
+
+Static fields are frozen, hashable and compared by value (they form the jit cache
+key); dynamic fields are the traced children. ``sf.jit_method`` and ``sf.jit``
+compile only when something really changed, and explain every recompile.
+"""
+
+from ._decorator import dataclass as dataclass
+from ._errors import RecompileError as RecompileError
+from ._field import Static as Static
+from ._field import field as field
+from ._field import is_static as is_static
+from ._field import static as static
+from ._freeze import FrozenDict as FrozenDict
+from ._instance import replace as replace
+from ._spec import dynamic_fields as dynamic_fields
+from ._spec import fields as fields
+from ._spec import static_fields as static_fields
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "FrozenDict",
+    "RecompileError",
+    "Static",
+    "dataclass",
+    "dynamic_fields",
+    "field",
+    "fields",
+    "is_static",
+    "replace",
+    "static",
+    "static_fields",
+]

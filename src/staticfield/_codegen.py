@@ -1,0 +1,171 @@
+"""Generated ``__init__``, flatten and unflatten: one ``exec`` per class.
+
+The source looks like the code a careful person would write by hand; it is kept
+in ``linecache`` (so tracebacks, pdb and ``inspect.getsource`` show it) and on
+each function as ``__source__``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import linecache
+from typing import Any, Callable
+
+import jax
+
+from ._freeze import ATOMIC, freeze
+from ._spec import INITIALIZING, KEY_ATTR, LEAF_OK, SPEC_ATTR, Spec, bad_subclass, check_dynamic, finish
+
+_counter = itertools.count()
+
+
+class _HasFactory:
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+HAS_FACTORY = _HasFactory()
+
+
+def _run_post_init(obj: Any, *initvars: Any) -> None:
+    i = id(obj)
+    INITIALIZING.add(i)
+    try:
+        obj.__post_init__(*initvars)
+    finally:
+        INITIALIZING.discard(i)
+    finish(obj, convert=False)
+
+
+def _init_lines(spec: Spec, initvars: list[dataclasses.Field], ns: dict[str, Any]) -> list[str]:
+    """Source lines of ``__init__`` (signature first)."""
+    cls = spec.cls
+    positional, kw_only, body = [], [], []
+    body.append(
+        "    if __sf_self.__class__ is not __sf_cls and __sf_SPEC not in __sf_self.__class__.__dict__:"
+    )
+    body.append("        __sf_bad_subclass(__sf_self, __sf_cls)")
+    body.append("    __sf_d = __sf_self.__dict__")
+    params = [f for f in spec.fields if f.init] + initvars
+    seen_default = None
+    for f in params:
+        if f.default is not dataclasses.MISSING:
+            ns[f"__sf_dflt_{f.name}"] = f.default
+            param = f"{f.name}=__sf_dflt_{f.name}"
+        elif f.default_factory is not dataclasses.MISSING:
+            ns[f"__sf_factory_{f.name}"] = f.default_factory
+            param = f"{f.name}=__sf_HAS_FACTORY"
+            body.append(f"    if {f.name} is __sf_HAS_FACTORY: {f.name} = __sf_factory_{f.name}()")
+        else:
+            param = f.name
+        if f.kw_only:
+            kw_only.append(param)
+            continue
+        if "=" in param:
+            seen_default = f.name
+        elif seen_default is not None:
+            raise TypeError(
+                f"{cls.__qualname__}: non-default field {f.name!r} follows default field "
+                f"{seen_default!r}. Give {f.name!r} a default, or make it keyword-only "
+                f"(sf.field(kw_only=True) or @sf.dataclass(kw_only=True))."
+            )
+        positional.append(param)
+    for f in spec.fields:
+        name = f.name
+        if not f.init:
+            if f.default is not dataclasses.MISSING:
+                ns[f"__sf_dflt_{name}"] = f.default
+                body.append(f"    {name} = __sf_dflt_{name}")
+            elif f.default_factory is not dataclasses.MISSING:
+                ns[f"__sf_factory_{name}"] = f.default_factory
+                body.append(f"    {name} = __sf_factory_{name}()")
+            else:
+                continue  # must be set by __post_init__; finish() checks it
+        if name in spec.converters:
+            ns[f"__sf_conv_{name}"] = spec.converters[name]
+            body.append(f"    {name} = __sf_conv_{name}({name})")
+        if name in spec.static_set:
+            body.append(f"    if {name}.__class__ not in __sf_ATOMIC:")
+            body.append(f"        {name} = __sf_freeze({name}, {cls.__qualname__ + '.' + name!r}, {name!r})")
+        elif spec.check:
+            body.append(f"    if {name}.__class__ not in __sf_LEAF_OK:")
+            body.append(f"        __sf_check_dynamic(__sf_cls, {name!r}, {name})")
+        body.append(f"    __sf_d[{name!r}] = {name}")
+    if spec.constant_key is not None:
+        body.append(f"    __sf_d[{KEY_ATTR!r}] = __sf_KEY0")
+    if hasattr(cls, "__post_init__"):
+        args = "".join(f", {f.name}" for f in initvars)
+        body.append(f"    __sf_run_post_init(__sf_self{args})")
+    else:
+        uninit = [f.name for f in spec.fields if not f.init and f.default is dataclasses.MISSING
+                  and f.default_factory is dataclasses.MISSING]
+        if uninit:
+            raise TypeError(
+                f"{cls.__qualname__}: field(s) {', '.join(map(repr, uninit))} have init=False "
+                "and no default, and the class has no __post_init__ to set them. Give them a "
+                "default or default_factory, or set them in __post_init__."
+            )
+    sig = ", ".join(["__sf_self", *positional, *(["*", *kw_only] if kw_only else [])])
+    return [f"def __init__({sig}):", *body]
+
+
+def _pytree_lines(spec: Spec) -> list[str]:
+    dyn = spec.dynamic_names
+    reads = "".join(f"__sf_d[{n!r}], " for n in dyn)
+    keyed = "".join(f"(__sf_K_{i}, __sf_d[{n!r}]), " for i, n in enumerate(dyn))
+    get_key = [
+        "    __sf_d = o.__dict__",
+        "    try:",
+        f"        k = __sf_d[{KEY_ATTR!r}]",
+        "    except KeyError:",
+        "        k = __sf_key_of(o)",
+    ]
+    lines = ["def flatten(o):", *get_key, f"    return ({reads}), k", ""]
+    lines += ["def flatten_with_keys(o):", *get_key, f"    return ({keyed}), k", ""]
+    lines += [
+        "def unflatten(k, children):",
+        "    o = __sf_new(__sf_cls)",
+        "    __sf_d = o.__dict__",
+        "    __sf_d.update(k.state)",
+    ]
+    if dyn:
+        targets = "".join(f"__sf_d[{n!r}], " for n in dyn)
+        lines.append(f"    {targets} = children")
+    lines.append("    return o")
+    return lines
+
+
+def generate(spec: Spec, initvars: list[dataclasses.Field], make_init: bool) -> dict[str, Callable]:
+    """Build the class's generated functions with one ``exec``; return them by name."""
+    ns: dict[str, Any] = {
+        "__sf_cls": spec.cls,
+        "__sf_SPEC": SPEC_ATTR,
+        "__sf_bad_subclass": bad_subclass,
+        "__sf_ATOMIC": ATOMIC,
+        "__sf_LEAF_OK": LEAF_OK,
+        "__sf_freeze": freeze,
+        "__sf_check_dynamic": check_dynamic,
+        "__sf_HAS_FACTORY": HAS_FACTORY,
+        "__sf_KEY0": spec.constant_key,
+        "__sf_run_post_init": _run_post_init,
+        "__sf_new": object.__new__,
+        "__sf_key_of": spec.key_of,
+    }
+    for i, n in enumerate(spec.dynamic_names):
+        ns[f"__sf_K_{i}"] = jax.tree_util.GetAttrKey(n)
+    lines = _pytree_lines(spec)
+    if make_init:
+        lines += ["", *_init_lines(spec, initvars, ns)]
+    source = "\n".join(lines) + "\n"
+    filename = f"<staticfield generated {spec.cls.__module__}.{spec.cls.__qualname__} #{next(_counter)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), ns)  # noqa: S102 - generated from field names
+    names = ["flatten", "flatten_with_keys", "unflatten"] + (["__init__"] if make_init else [])
+    out = {}
+    for name in names:
+        fn = ns[name]
+        fn.__source__ = source
+        fn.__qualname__ = f"{spec.cls.__qualname__}.{name}"
+        out[name] = fn
+    return out

@@ -1,0 +1,158 @@
+"""``@sf.dataclass``: build the spec, generate the methods, register with JAX."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import sys
+import types
+from typing import Any, Callable, TypeVar, overload
+
+import jax
+from typing_extensions import dataclass_transform
+
+from . import _instance
+from ._codegen import generate
+from ._field import STATIC, annotation_is_static, field, static
+from ._spec import INITIALIZING, KEY_ATTR, SPEC_ATTR, Spec, bad_subclass, finish
+
+C = TypeVar("C", bound=type)
+
+_REFUSED = {
+    "order": "ordering compares arrays element-wise, which has no single bool answer",
+    "unsafe_hash": "the hash is already defined, consistent with ==, and safe for arrays",
+    "slots": "instances keep their fields in __dict__ so that unflatten is one update",
+}
+
+
+def _mark_static_annotations(cls: type) -> None:
+    """Turn ``x: Static[T]`` (object or string annotation) into static metadata."""
+    module = sys.modules.get(cls.__module__)
+    globalns = dict(vars(module)) if module else {}
+    localns = dict(vars(cls))
+    localns.setdefault(cls.__name__, cls)
+    for name, ann in cls.__dict__.get("__annotations__", {}).items():
+        f = cls.__dict__["__dataclass_fields__"].get(name)
+        if f is None or f._field_type is not dataclasses._FIELD:  # type: ignore[attr-defined]
+            continue
+        if annotation_is_static(ann, globalns, localns) and not f.metadata.get(STATIC, False):
+            f.metadata = types.MappingProxyType({**f.metadata, STATIC: True})
+
+
+def _wrap_custom_init(user_init: Callable[..., None], cls: type) -> Callable[..., None]:
+    @functools.wraps(user_init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if self.__class__ is not cls and SPEC_ATTR not in self.__class__.__dict__:
+            bad_subclass(self, cls)
+        i = id(self)
+        outermost = i not in INITIALIZING
+        INITIALIZING.add(i)
+        try:
+            user_init(self, *args, **kwargs)
+        finally:
+            if outermost:
+                INITIALIZING.discard(i)
+        if outermost:
+            finish(self, convert=True)
+
+    __init__.__staticfield_custom_init__ = True  # type: ignore[attr-defined]
+    return __init__
+
+
+def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_args: bool, check: bool) -> C:
+    if not isinstance(cls, type):
+        raise TypeError(f"@sf.dataclass decorates a class, got {type(cls).__name__}.")
+    if SPEC_ATTR in cls.__dict__:
+        raise TypeError(f"{cls.__qualname__} is already an @sf.dataclass; decorate it once.")
+    if KEY_ATTR in cls.__dict__.get("__annotations__", {}):
+        raise TypeError(f"{cls.__qualname__}: the field name {KEY_ATTR!r} is reserved by staticfield.")
+    user_init = cls.__dict__.get("__init__")
+    if user_init is not None and getattr(user_init, "__staticfield_custom_init__", False):
+        user_init = None
+    dataclasses.dataclass(
+        cls, init=False, repr=False, eq=False, frozen=False, match_args=match_args, kw_only=kw_only
+    )
+    _mark_static_annotations(cls)
+    all_fields = cls.__dict__["__dataclass_fields__"]
+    initvars = [f for f in all_fields.values() if f._field_type is dataclasses._FIELD_INITVAR]  # type: ignore[attr-defined]
+    spec = Spec(cls, check=check, custom_init=user_init is not None)
+    make_init = init and user_init is None
+    generated = generate(spec, initvars, make_init)
+    setattr(cls, SPEC_ATTR, spec)
+    if make_init:
+        cls.__init__ = generated["__init__"]  # type: ignore[misc]
+    elif user_init is not None:
+        cls.__init__ = _wrap_custom_init(user_init, cls)  # type: ignore[misc]
+    own = cls.__dict__
+    methods = dict(_instance.METHODS)
+    if repr:
+        methods["__repr__"] = _instance.__repr__
+    if eq:
+        methods.update(_instance.EQ_METHODS)
+    for name, fn in methods.items():
+        if name not in own or (name == "__hash__" and own[name] is None):
+            setattr(cls, name, fn)
+    if not hasattr(cls, "replace") and "replace" not in spec.name_set:
+        cls.replace = _instance._replace_method  # type: ignore[attr-defined]
+    jax.tree_util.register_pytree_with_keys(
+        cls,
+        generated["flatten_with_keys"],
+        generated["unflatten"],
+        flatten_func=generated["flatten"],
+    )
+    return cls
+
+
+@overload
+def dataclass(cls: C, /) -> C: ...
+@overload
+def dataclass(
+    *,
+    init: bool = True,
+    repr: bool = True,
+    eq: bool = True,
+    kw_only: bool = False,
+    match_args: bool = True,
+    check: bool = True,
+    frozen: bool = True,
+) -> Callable[[C], C]: ...
+
+
+@dataclass_transform(
+    eq_default=True,
+    frozen_default=True,
+    field_specifiers=(field, static, dataclasses.field),
+)
+def dataclass(cls: Any = None, /, **options: Any) -> Any:
+    """Make a frozen dataclass that is a JAX pytree with static and dynamic fields.
+
+    Dynamic fields are the pytree children (traced by jit); static fields
+    (``sf.static()``, ``sf.Static[T]``, ``metadata={"static": True}``) are frozen,
+    hashable and compared by value, and form the aux_data (the jit cache key).
+
+    Options: ``init``, ``repr``, ``eq`` (default True), ``kw_only``, ``match_args``
+    and ``check`` (default True: check dynamic leaves on construction).
+    """
+    for name, why in _REFUSED.items():
+        if options.get(name):
+            raise TypeError(f"@sf.dataclass({name}=True) is not supported: {why}.")
+        options.pop(name, None)
+    if options.pop("frozen", True) is not True:
+        raise TypeError(
+            "@sf.dataclass(frozen=False) is not supported: static fields are part of the jit "
+            "cache key and must not change; use sf.replace(obj, ...) to make changed copies."
+        )
+    known = {"init", "repr", "eq", "kw_only", "match_args", "check"}
+    unknown = set(options) - known
+    if unknown:
+        raise TypeError(
+            f"@sf.dataclass got unknown option(s) {', '.join(sorted(unknown))}; "
+            f"it takes {', '.join(sorted(known | {'frozen'}))}."
+        )
+    opts = dict(init=True, repr=True, eq=True, kw_only=False, match_args=True, check=True)
+    opts.update(options)
+
+    def wrap(c: C) -> C:
+        return _build(c, **opts)
+
+    return wrap if cls is None else wrap(cls)

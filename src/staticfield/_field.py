@@ -1,0 +1,128 @@
+"""How a field is marked: ``field()``, ``static()`` and ``Static[T]``.
+
+A field's facts live in its ``dataclasses.Field.metadata`` so that other tools
+see them: ``"static"`` is the key ``jax.tree_util.register_dataclass`` reads, and
+the converter and sharding sit under ``staticfield.*`` keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+from typing_extensions import Annotated, get_args, get_origin
+
+T = TypeVar("T")
+
+STATIC = "static"
+CONVERTER = "staticfield.converter"
+SHARDING = "staticfield.sharding"
+
+
+class _StaticMarker:
+    """The marker that ``Static[T]`` puts in ``Annotated[T, ...]``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "staticfield.STATIC"
+
+    def __reduce__(self) -> str:
+        return "STATIC_MARKER"
+
+
+STATIC_MARKER = _StaticMarker()
+
+if TYPE_CHECKING:
+    Static = Annotated[T, STATIC_MARKER]
+else:
+    Static = Annotated[T, STATIC_MARKER]
+Static.__doc__ = "``x: sf.Static[int]`` marks ``x`` as a static field (part of the jit cache key)."
+
+_STATIC_IN_STRING = re.compile(r"(^|[\s\[.,(])Static\[")
+
+
+def field(
+    *,
+    static: bool = False,
+    default: Any = dataclasses.MISSING,
+    default_factory: Callable[[], Any] | Any = dataclasses.MISSING,
+    converter: Callable[[Any], Any] | None = None,
+    init: bool = True,
+    repr: bool = True,
+    kw_only: bool | Any = dataclasses.MISSING,
+    metadata: dict[str, Any] | None = None,
+    sharding: Any = None,
+) -> Any:
+    """Declare a field of an ``@sf.dataclass``.
+
+    ``static=True`` puts the value in the jit cache key (it must be hashable and is
+    frozen: list→tuple, set→frozenset, dict→FrozenDict); otherwise the field is a
+    dynamic pytree child. ``converter`` runs on construction and in ``sf.replace``,
+    never on unflatten. ``sharding`` is a ``PartitionSpec`` for ``sf.shardings``.
+    """
+    if converter is not None and not callable(converter):
+        raise TypeError(f"sf.field(converter=...) must be callable, got {type(converter).__name__}.")
+    md = dict(metadata or {})
+    is_static = bool(static or md.get(STATIC, False))
+    if is_static and sharding is not None:
+        raise TypeError(
+            "sf.field(static=True, sharding=...): a static field holds no arrays, so it "
+            "cannot be sharded. Drop `sharding`, or make the field dynamic."
+        )
+    md[STATIC] = is_static
+    if converter is not None:
+        md[CONVERTER] = converter
+    if sharding is not None:
+        md[SHARDING] = sharding
+    return dataclasses.field(
+        default=default,
+        default_factory=default_factory,
+        init=init,
+        repr=repr,
+        kw_only=kw_only,
+        metadata=md,
+    )
+
+
+def static(**kwargs: Any) -> Any:
+    """``sf.static(**kw)`` is ``sf.field(static=True, **kw)``."""
+    if "static" in kwargs:
+        raise TypeError("sf.static() takes no `static` argument; use sf.field(static=...) instead.")
+    return field(static=True, **kwargs)
+
+
+def is_static(f: dataclasses.Field) -> bool:
+    """True if the ``dataclasses.Field`` ``f`` is static (in the jit cache key)."""
+    if not isinstance(f, dataclasses.Field):
+        raise TypeError(f"sf.is_static expects a dataclasses.Field, got {type(f).__name__}.")
+    return bool(f.metadata.get(STATIC, False))
+
+
+def annotation_is_static(annotation: Any, globalns: dict, localns: dict) -> bool:
+    """Whether an annotation (object or string) carries the ``Static`` marker."""
+    if isinstance(annotation, str):
+        try:
+            annotation = eval(annotation, globalns, localns)  # noqa: S307 - annotations only
+        except Exception:
+            return bool(_STATIC_IN_STRING.search(annotation))
+        if isinstance(annotation, str):
+            return bool(_STATIC_IN_STRING.search(annotation))
+    return _has_marker(annotation)
+
+
+def _has_marker(annotation: Any) -> bool:
+    if get_origin(annotation) is Annotated:
+        return any(m is STATIC_MARKER for m in annotation.__metadata__) or _has_marker(
+            get_args(annotation)[0]
+        )
+    return False
+
+
+def converter_of(f: dataclasses.Field) -> Callable[[Any], Any] | None:
+    return f.metadata.get(CONVERTER)
+
+
+def sharding_of(f: dataclasses.Field) -> Any:
+    return f.metadata.get(SHARDING)
