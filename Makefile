@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test bench clean
+.PHONY: demo test docs bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -14,8 +14,12 @@ demo: $(PY)
 	$(PY) -m staticfield demo
 
 test: $(PY)
-	$(PIP) install -e '.[test]'
+	$(PIP) install -e '.[test,integration,typing,docs]'
 	$(PY) -m pytest
+
+docs: $(PY)
+	$(PIP) install -e '.[docs]'
+	$(VENV)/bin/mkdocs build --strict
 
 bench: $(PY)
 	$(PIP) install -e '.[bench]'
