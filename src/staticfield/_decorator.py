@@ -103,6 +103,32 @@ def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_arg
     return cls
 
 
+def _options(cls: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """Validate ``@sf.dataclass(**options)``; errors name the class being decorated."""
+    who = getattr(cls, "__qualname__", type(cls).__name__)
+    for name, why in _REFUSED.items():
+        if options.pop(name, False):
+            raise TypeError(
+                f"{who}: @sf.dataclass({name}=True) is not supported: {why}. Drop `{name}=True`."
+            )
+    if options.pop("frozen", True) is not True:
+        raise TypeError(
+            f"{who}: @sf.dataclass(frozen=False) is not supported: static fields are part of "
+            "the jit cache key and must not change. Drop `frozen=False`, and use "
+            "sf.replace(obj, ...) to make changed copies."
+        )
+    known = {"init", "repr", "eq", "kw_only", "match_args", "check"}
+    unknown = set(options) - known
+    if unknown:
+        raise TypeError(
+            f"{who}: @sf.dataclass got unknown option(s) {', '.join(sorted(unknown))}; "
+            f"it takes {', '.join(sorted(known | {'frozen'}))}."
+        )
+    opts = dict(init=True, repr=True, eq=True, kw_only=False, match_args=True, check=True)
+    opts.update(options)
+    return opts
+
+
 @overload
 def dataclass(cls: C, /) -> C: ...
 @overload
@@ -133,26 +159,7 @@ def dataclass(cls: Any = None, /, **options: Any) -> Any:
     Options: ``init``, ``repr``, ``eq`` (default True), ``kw_only``, ``match_args``
     and ``check`` (default True: check dynamic leaves on construction).
     """
-    for name, why in _REFUSED.items():
-        if options.get(name):
-            raise TypeError(f"@sf.dataclass({name}=True) is not supported: {why}.")
-        options.pop(name, None)
-    if options.pop("frozen", True) is not True:
-        raise TypeError(
-            "@sf.dataclass(frozen=False) is not supported: static fields are part of the jit "
-            "cache key and must not change; use sf.replace(obj, ...) to make changed copies."
-        )
-    known = {"init", "repr", "eq", "kw_only", "match_args", "check"}
-    unknown = set(options) - known
-    if unknown:
-        raise TypeError(
-            f"@sf.dataclass got unknown option(s) {', '.join(sorted(unknown))}; "
-            f"it takes {', '.join(sorted(known | {'frozen'}))}."
-        )
-    opts = dict(init=True, repr=True, eq=True, kw_only=False, match_args=True, check=True)
-    opts.update(options)
-
     def wrap(c: C) -> C:
-        return _build(c, **opts)
+        return _build(c, **_options(c, dict(options)))
 
     return wrap if cls is None else wrap(cls)
