@@ -1,0 +1,30 @@
+"""Shared fixtures: a ``jax.jit`` wrapper that counts traces with its own counter."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import pytest
+
+
+class Traced:
+    """``jax.jit(fn, **kw)`` plus ``.traces``: how many times JAX traced ``fn``."""
+
+    def __init__(self, fn: Callable[..., Any], **jit_kwargs: Any) -> None:
+        self.traces = 0
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.traces += 1
+            return fn(*args, **kwargs)
+
+        self.jitted = jax.jit(counted, **jit_kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.jitted(*args, **kwargs)
+
+
+@pytest.fixture
+def counted_jit() -> Callable[..., Traced]:
+    """Factory: ``counted_jit(fn, **jit_kwargs)`` → a jitted ``fn`` that counts its traces."""
+    return Traced
