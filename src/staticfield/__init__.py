@@ -13,6 +13,8 @@ from ._field import is_static as is_static
 from ._field import static as static
 from ._freeze import FrozenDict as FrozenDict
 from ._instance import replace as replace
+from ._serialization import from_state_dict as from_state_dict
+from ._serialization import to_state_dict as to_state_dict
 from ._spec import dynamic_fields as dynamic_fields
 from ._spec import fields as fields
 from ._spec import static_fields as static_fields
@@ -27,8 +29,10 @@ __all__ = [
     "dynamic_fields",
     "field",
     "fields",
+    "from_state_dict",
     "is_static",
     "replace",
     "static",
     "static_fields",
+    "to_state_dict",
 ]
