@@ -12,6 +12,7 @@ user's ``__eq__`` is only called against a value of the same type, inside a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, Iterator
 
@@ -25,6 +26,7 @@ _NoneType = type(None)
 ATOMIC = frozenset({int, float, bool, str, bytes, complex, _NoneType, type(Ellipsis)})
 _NUMBERS = frozenset({int, float, bool, complex})
 _NAN = float("nan")
+_NEG_ZERO = "-0.0"  # stands in for -0.0, which == 0.0
 
 
 class FrozenDict(Mapping):
@@ -194,12 +196,23 @@ class _SafeEq:
             return False
 
 
+def _float_key(x: float) -> Any:
+    """All NaNs are one key; ``-0.0`` differs from ``0.0`` (``1/x`` tells them apart)."""
+    if x != x:
+        return _NAN
+    if x == 0.0 and math.copysign(1.0, x) < 0.0:
+        return _NEG_ZERO
+    return x
+
+
 def keyable(value: Any) -> Any:
     """A type-strict, safely comparable stand-in for a frozen static value."""
     t = value.__class__
     if t in _NUMBERS:
-        if t is float and value != value:
-            value = _NAN
+        if t is float:
+            return (t, _float_key(value))
+        if t is complex:
+            return (t, _float_key(value.real), _float_key(value.imag))
         return (t, value)
     if t in ATOMIC or isinstance(value, type):
         return value
