@@ -45,8 +45,10 @@ def _refuse_undecorated(obj: Any) -> None:
 
 
 def _leaf_sig(leaf: Any) -> tuple:
+    # weak_type is part of it: a weak and a strong f32 constant promote differently
+    # (x * f16 gives f16 vs f32), so as static_argnums they must not share a program.
     if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
-        return (tuple(leaf.shape), np.dtype(leaf.dtype))
+        return (tuple(leaf.shape), np.dtype(leaf.dtype), getattr(leaf, "weak_type", False))
     return ((), leaf.__class__)
 
 
