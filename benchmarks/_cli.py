@@ -1,0 +1,60 @@
+"""Command line: parse options, configure JAX, run the cases, report.
+
+Nothing here imports JAX at module level: the full run turns on JAX's
+persistent compilation cache, which must happen before the first compile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from typing import Sequence
+
+CASES = ("dispatch", "variants", "fields", "stack")
+RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="Benchmark staticfield against plain jax.jit and the anchor libraries.",
+    )
+    p.add_argument("--smoke", action="store_true",
+                   help="run every case once with tiny counts (the figures mean nothing)")
+    p.add_argument("--out", default=None,
+                   help=f"output folder (default: {RESULTS_DIR}; a new temporary folder with --smoke)")
+    p.add_argument("--only", choices=CASES, action="append",
+                   help="run only this case group (repeatable)")
+    p.add_argument("--rounds", type=int, default=None, help="interleaved rounds per measurement")
+    p.add_argument("--no-compile-cache", action="store_true",
+                   help="do not use JAX's persistent compilation cache for the variants case")
+    p.add_argument("--strict", action="store_true", help="exit with status 1 if a target FAILs")
+    return p
+
+
+def _enable_compile_cache(path: str) -> None:
+    """Let identical XLA programs (the static variants) be compiled once, not thousands of times.
+
+    Only cache misses read or write it; no timed call ever reaches it.
+    """
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="staticfield-bench-") as tmp:
+        if not args.smoke and not args.no_compile_cache:
+            _enable_compile_cache(os.path.join(tmp, "xla-cache"))
+        out = args.out or (tempfile.mkdtemp(prefix="staticfield-smoke-") if args.smoke else RESULTS_DIR)
+        from ._run import run
+
+        status = run(args, out)
+    return status
+
+
+__all__ = ["main", "CASES"]

@@ -1,0 +1,46 @@
+"""Run the selected case groups and write the report."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+
+from . import dispatch, fields, stacking, variants
+from ._harness import Config, Results, load_average, machine
+from ._report import write
+from ._targets import evaluate
+
+RUNNERS = {
+    "dispatch": dispatch.run,
+    "variants": variants.run,
+    "fields": fields.run,
+    "stack": stacking.run,
+}
+
+
+def run(args: argparse.Namespace, out_dir: str) -> int:
+    cfg = Config.smoke_config() if args.smoke else Config()
+    if args.rounds:
+        cfg = dataclasses.replace(cfg, rounds=args.rounds)
+    info = machine()
+    results = Results(cfg)
+    t0 = time.perf_counter()
+    for name in args.only or list(RUNNERS):
+        RUNNERS[name](cfg, results)
+    elapsed = time.perf_counter() - t0
+    info["load average (1, 5, 15 min) at end"] = load_average()
+    info["run time"] = f"{elapsed:.0f} s"
+    targets = evaluate(results)
+    paths = write(results, targets, info, out_dir)
+    print()
+    print(f"wrote {', '.join(paths)}")
+    print(f"run time {elapsed:.0f} s, load average at end {load_average()}")
+    print()
+    print("targets:")
+    for t in targets:
+        print("  " + t.line())
+    failed = [t for t in targets if t.status == "FAIL"]
+    if failed:
+        print(f"{len(failed)} target(s) FAILED")
+    return 1 if failed and args.strict else 0

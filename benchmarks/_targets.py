@@ -1,0 +1,80 @@
+"""The speed targets of the design, checked against a run's figures.
+
+Each target is a ratio of two measured figures and a bound. A target whose
+figures are missing (a case was skipped) is ``SKIP`` with the reason, never
+``PASS``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from . import dispatch, fields, variants
+from ._harness import Results
+
+
+@dataclasses.dataclass
+class Target:
+    label: str
+    bound: float
+    at_most: bool               # True: ratio <= bound; False: ratio >= bound
+    ratio: float | None = None
+    detail: str = ""
+
+    @property
+    def status(self) -> str:
+        if self.ratio is None:
+            return "SKIP"
+        ok = self.ratio <= self.bound if self.at_most else self.ratio >= self.bound
+        return "PASS" if ok else "FAIL"
+
+    @property
+    def bound_text(self) -> str:
+        return f"{'≤' if self.at_most else '≥'}{self.bound:g}"
+
+    def line(self) -> str:
+        got = "n/a" if self.ratio is None else f"{self.ratio:.2f}"
+        return f"{self.status}  {self.label}: {got} (target {self.bound_text}){'  ' + self.detail if self.detail else ''}"
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    if num is None or den is None or den == 0:
+        return None
+    return num / den
+
+
+def _why(*pairs: tuple[str, float | None]) -> str:
+    missing = [name for name, value in pairs if value is None]
+    return f"not measured: {', '.join(missing)}" if missing else ""
+
+
+def evaluate(results: Results) -> list[Target]:
+    cfg = results.config
+    g = results.get
+    out = []
+
+    ours = g(dispatch.DISPATCH, "", dispatch.JIT_METHOD)
+    raw = g(dispatch.DISPATCH, "", dispatch.RAW)
+    out.append(Target("jit_method hit / raw jax.jit", 1.10, True, _ratio(ours, raw),
+                      _why((dispatch.JIT_METHOD, ours), (dispatch.RAW, raw))))
+
+    eqx = g(dispatch.DISPATCH, "", dispatch.EQX_FILTER)
+    out.append(Target("equinox filter_jit / ours", 5.0, False, _ratio(eqx, ours),
+                      _why((dispatch.EQX_FILTER, eqx), (dispatch.JIT_METHOD, ours))))
+
+    lo, hi = min(cfg.variants), max(cfg.variants)
+    v_hi = g(variants.VARIANTS, hi, dispatch.JIT_METHOD)
+    v_lo = g(variants.VARIANTS, lo, dispatch.JIT_METHOD)
+    out.append(Target(f"{hi} static variants / {lo} (ours)", 1.3, True, _ratio(v_hi, v_lo),
+                      _why((dispatch.JIT_METHOD, v_hi))))
+
+    k = cfg.representative_fields if cfg.representative_fields in cfg.field_counts else max(cfg.field_counts)
+    for op, label, bound, den_name in (
+        (fields.FLATTEN, "flatten / native", 1.15, fields.NATIVE),
+        (fields.UNFLATTEN, "unflatten / native", 0.8, fields.NATIVE),
+        (fields.CONSTRUCTION, "construction / plain frozen dataclass", 2.0, fields.PLAIN),
+    ):
+        num, den = g(op, k, fields.OURS), g(op, k, den_name)
+        out.append(Target(f"{label} ({k} fields)", bound, True, _ratio(num, den),
+                          _why((fields.OURS, num), (den_name, den))))
+    return out

@@ -1,0 +1,266 @@
+"""Cases 1 and 2: what one cache-hit call costs.
+
+Every contender computes ``a * x + b * n`` from a parameter object holding two
+``f32[4]`` arrays ``a``, ``b`` and a static int ``n``, given an input ``x:
+f32[4]``. Only the way the parameters reach ``jax.jit`` differs.
+
+Case 1 (``dispatch``) calls a jitted method. Case 2 (``method_pytree``) passes a
+bound method, as a pytree, into a jitted function that calls it.
+"""
+
+# No `from __future__ import annotations` here: jax_dataclasses reads its
+# `jdc.Static[int]` annotation as an object, and `jdc` is a local name.
+
+import dataclasses
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+
+import staticfield as sf
+
+from ._harness import Config, Contender, Results, kinds, measure, optional, traced
+
+DISPATCH = "dispatch"
+METHOD_PYTREE = "method_pytree"
+
+RAW = "jax.jit, arrays + static_argnums"
+RAW_CLOSED = "jax.jit, arrays only (n closed over)"
+JIT_METHOD = "sf.jit_method"
+SF_JIT = "sf.jit (free function)"
+NATIVE = "jax.jit + register_dataclass"
+FLAX = "jax.jit + flax.struct"
+JDC = "jax.jit + jax_dataclasses"
+EQX_JIT_METHOD = "jax.jit + equinox (method)"
+EQX_JIT_ARG = "jax.jit + equinox (self as arg)"
+EQX_FILTER = "eqx.filter_jit"
+
+PARTIAL = "jax.jit + jax.tree_util.Partial"
+SF_BOUND = "jax.jit + sf.jit_method bound method"
+EQX_BOUND = "jax.jit + equinox bound method"
+EQX_FILTER_BOUND = "eqx.filter_jit + equinox bound method"
+
+
+def _inputs() -> tuple[jax.Array, jax.Array, jax.Array, int]:
+    a = jnp.arange(4, dtype=jnp.float32)
+    b = jnp.ones(4, dtype=jnp.float32)
+    x = jnp.full(4, 2.0, dtype=jnp.float32)
+    return a, b, x, 3
+
+
+def has_jit() -> bool:
+    """Whether the installed staticfield has ``jit_method`` and ``jit`` yet."""
+    return hasattr(sf, "jit_method") and hasattr(sf, "jit")
+
+
+# ---------------------------------------------------------------- contenders
+
+
+def _raw() -> list[Contender]:
+    a, b, x, n = _inputs()
+    step, count = traced(lambda ab, x, n: ab[0] * x + ab[1] * n)
+    f = jax.jit(step, static_argnums=2)
+    closed, count2 = traced(lambda ab, x: ab[0] * x + ab[1] * 3)
+    g = jax.jit(closed)
+    return [
+        Contender(RAW, lambda: f((a, b), x, n), "baseline", traces=count),
+        Contender(RAW_CLOSED, lambda: g((a, b), x), "baseline", traces=count2),
+    ]
+
+
+def _ours() -> list[Contender]:
+    a, b, x, n = _inputs()
+    count = [0]
+
+    @sf.dataclass
+    class Params:
+        a: jax.Array
+        b: jax.Array
+        n: int = sf.static()
+
+        @sf.jit_method
+        def step(self, x):
+            count[0] += 1
+            return self.a * x + self.b * self.n
+
+    p = Params(a, b, n)
+    free, count2 = traced(lambda p, x: p.a * x + p.b * p.n)
+    f = sf.jit(free)
+    return [
+        Contender(JIT_METHOD, lambda: p.step(x), "ours", traces=count),
+        Contender(SF_JIT, lambda: f(p, x), "ours", traces=count2),
+    ]
+
+
+def _native() -> list[Contender]:
+    a, b, x, n = _inputs()
+
+    @dataclasses.dataclass(frozen=True)
+    class Params:
+        a: jax.Array
+        b: jax.Array
+        n: int
+
+    jax.tree_util.register_dataclass(Params, data_fields=["a", "b"], meta_fields=["n"])
+    step, count = traced(lambda p, x: p.a * x + p.b * p.n)
+    f = jax.jit(step)
+    p = Params(a, b, n)
+    return [Contender(NATIVE, lambda: f(p, x), "anchor", traces=count)]
+
+
+def _flax() -> list[Contender]:
+    import flax.struct
+
+    a, b, x, n = _inputs()
+    count = [0]
+
+    @flax.struct.dataclass
+    class Params:
+        a: jax.Array
+        b: jax.Array
+        n: int = flax.struct.field(pytree_node=False)
+
+        @jax.jit
+        def step(self, x):
+            count[0] += 1
+            return self.a * x + self.b * self.n
+
+    p = Params(a, b, n)
+    return [Contender(FLAX, lambda: p.step(x), "anchor", traces=count)]
+
+
+def _jdc() -> list[Contender]:
+    import jax_dataclasses as jdc
+
+    a, b, x, n = _inputs()
+    count = [0]
+
+    @jdc.pytree_dataclass
+    class Params:
+        a: jax.Array
+        b: jax.Array
+        n: jdc.Static[int]
+
+        @jax.jit
+        def step(self, x):
+            count[0] += 1
+            return self.a * x + self.b * self.n
+
+    p = Params(a, b, n)
+    return [Contender(JDC, lambda: p.step(x), "anchor", traces=count)]
+
+
+def _equinox() -> list[Contender]:
+    import equinox as eqx
+
+    a, b, x, n = _inputs()
+    counts = {"method": [0], "arg": [0], "filter": [0]}
+
+    def body(self: Any, x: jax.Array, which: str) -> jax.Array:
+        counts[which][0] += 1
+        return self.a * x + self.b * self.n
+
+    class Params(eqx.Module):
+        a: jax.Array
+        b: jax.Array
+        n: int = eqx.field(static=True)
+
+        @jax.jit
+        def step(self, x):
+            return body(self, x, "method")
+
+        def plain(self, x):
+            return body(self, x, "arg")
+
+        @eqx.filter_jit
+        def filtered(self, x):
+            return body(self, x, "filter")
+
+    p = Params(a, b, n)
+    as_arg = jax.jit(Params.plain)
+    return [
+        Contender(EQX_JIT_METHOD, lambda: p.step(x), "anchor", traces=counts["method"]),
+        Contender(EQX_JIT_ARG, lambda: as_arg(p, x), "anchor", traces=counts["arg"]),
+        Contender(EQX_FILTER, lambda: p.filtered(x), "anchor", traces=counts["filter"]),
+    ]
+
+
+# ------------------------------------------------------------ case 2 contenders
+
+
+def _apply() -> tuple[Callable[..., Any], list[int]]:
+    """A fresh ``jax.jit``-ed ``apply(f, x) = f(x)`` with its own trace counter."""
+    body, count = traced(lambda f, x: f(x))
+    return jax.jit(body), count
+
+
+def _partial() -> Contender:
+    a, b, x, n = _inputs()
+    fn = jax.tree_util.Partial(lambda ab, x: ab[0] * x + ab[1] * 3, (a, b))
+    apply, count = _apply()
+    return Contender(PARTIAL, lambda: apply(fn, x), "baseline", traces=count)
+
+
+def _ours_bound() -> Contender:
+    a, b, x, n = _inputs()
+
+    @sf.dataclass
+    class Params:
+        a: jax.Array
+        b: jax.Array
+        n: int = sf.static()
+
+        @sf.jit_method
+        def step(self, x):
+            return self.a * x + self.b * self.n
+
+    p = Params(a, b, n)
+    apply, count = _apply()
+    return Contender(SF_BOUND, lambda: apply(p.step, x), "ours", traces=count)
+
+
+def _equinox_bound() -> list[Contender]:
+    import equinox as eqx
+
+    a, b, x, n = _inputs()
+
+    class Params(eqx.Module):
+        a: jax.Array
+        b: jax.Array
+        n: int = eqx.field(static=True)
+
+        def step(self, x):
+            return self.a * x + self.b * self.n
+
+    p = Params(a, b, n)
+    apply, count = _apply()
+    body, count2 = traced(lambda f, x: f(x))
+    filtered = eqx.filter_jit(body)
+    return [
+        Contender(EQX_BOUND, lambda: apply(p.step, x), "anchor", traces=count),
+        Contender(EQX_FILTER_BOUND, lambda: filtered(p.step, x), "anchor", traces=count2),
+    ]
+
+
+# ---------------------------------------------------------------------- run
+
+
+def run(cfg: Config, results: Results) -> None:
+    print("case 1: jit hit-path dispatch of a method call", flush=True)
+    contenders: list[Contender] = _raw()
+    if has_jit():
+        contenders += _ours()
+    else:
+        results.note("sf.jit_method / sf.jit do not exist yet: their dispatch cases are skipped")
+    contenders += _native()
+    contenders += optional(results, FLAX, _flax) or []
+    contenders += optional(results, JDC, _jdc) or []
+    contenders += optional(results, "equinox", _equinox) or []
+    results.add(DISPATCH, "", measure(contenders, cfg, results), kinds(contenders))
+
+    print("case 2: a bound method passed as a pytree into a jitted function", flush=True)
+    contenders = [_partial()]
+    if has_jit():
+        contenders.append(_ours_bound())
+    contenders += optional(results, "equinox", _equinox_bound) or []
+    results.add(METHOD_PYTREE, "", measure(contenders, cfg, results), kinds(contenders))

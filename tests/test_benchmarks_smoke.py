@@ -1,0 +1,124 @@
+"""The benchmark suite runs end to end in its quick mode (no timing is checked)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import staticfield as sf  # noqa: E402
+
+benchmarks = pytest.importorskip("benchmarks")
+from benchmarks import _harness, _targets  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, Path, dict]:
+    out = tmp_path_factory.mktemp("bench")
+    status = benchmarks.main(["--smoke", "--out", str(out)])
+    return status, out, json.loads((out / "results.json").read_text())
+
+
+def _groups(data: dict, kind: str) -> set[str]:
+    return {row["group"] for row in data["rows"] if row["kind"] == kind}
+
+
+def test_smoke_run_exits_cleanly_and_writes_the_report(smoke):
+    """`python -m benchmarks --smoke` returns 0 and writes results.md and results.json."""
+    status, out, data = smoke
+    assert status == 0
+    text = (out / "results.md").read_text()
+    assert "Smoke run" in text
+    assert "## Targets" in text
+    assert data["config"]["smoke"] is True
+    assert data["machine"]["jax"]
+
+
+def test_every_case_group_measures_staticfield(smoke):
+    """Each case group has a figure for staticfield (jit and stack cases once they exist)."""
+    _, _, data = smoke
+    expected = {"flatten", "unflatten", "construction"}
+    if hasattr(sf, "jit_method") and hasattr(sf, "jit"):
+        expected |= {"dispatch", "method_pytree", "variants"}
+    if hasattr(sf, "stack"):
+        expected.add("stack")
+    assert expected <= _groups(data, "ours")
+    assert all(row["us"] > 0 for row in data["rows"])
+
+
+def test_every_case_group_has_a_reference(smoke):
+    """Every measured group also has the plain-JAX or plain-Python figure it is compared with."""
+    _, _, data = smoke
+    baseline = _groups(data, "baseline") | {
+        row["group"] for row in data["rows"] if row["name"] == "register_dataclass (native)"
+    }
+    assert {row["group"] for row in data["rows"]} <= baseline
+
+
+def test_jit_figures_are_verified_cache_hits(smoke):
+    """No timed jit call traced again: the trace counters did not move while timing."""
+    _, _, data = smoke
+    assert not [note for note in data["notes"] if "while being timed" in note]
+
+
+def test_every_target_is_reported(smoke):
+    """The six design targets each come out as PASS, FAIL or SKIP with a ratio or a reason."""
+    _, out, data = smoke
+    targets = data["targets"]
+    assert len(targets) == 6
+    for t in targets:
+        assert t["status"] in {"PASS", "FAIL", "SKIP"}
+        assert (t["ratio"] is None) == (t["status"] == "SKIP")
+    text = (out / "results.md").read_text()
+    assert all(t["label"] in text for t in targets)
+
+
+def test_plots_are_written_when_matplotlib_is_installed(smoke):
+    """dispatch.png, variants.png and fields.png are written (matplotlib installed)."""
+    pytest.importorskip("matplotlib")
+    _, out, data = smoke
+    expected = {"fields.png"}
+    if any(row["group"] == "dispatch" for row in data["rows"]):
+        expected |= {"dispatch.png", "variants.png"}
+    assert expected <= {p.name for p in out.glob("*.png")}
+
+
+def test_only_runs_the_selected_case_group(tmp_path):
+    """`--only fields` measures the field cases and nothing else."""
+    assert benchmarks.main(["--smoke", "--only", "fields", "--out", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert {row["group"] for row in data["rows"]} == {"flatten", "unflatten", "construction"}
+
+
+def test_missing_figures_make_a_target_skip_never_pass():
+    """A target whose figures were not measured is SKIP with the missing names, not PASS."""
+    results = _harness.Results(_harness.Config.smoke_config())
+    for t in _targets.evaluate(results):
+        assert t.status == "SKIP"
+        assert "not measured" in t.detail
+
+
+def test_a_ratio_over_its_bound_is_a_fail():
+    """A ratio past its bound prints FAIL, in either direction of bound."""
+    assert _targets.Target("slow", 1.10, True, 1.2).status == "FAIL"
+    assert _targets.Target("fast", 1.10, True, 1.0).status == "PASS"
+    assert _targets.Target("speedup", 5.0, False, 4.0).status == "FAIL"
+    assert _targets.Target("speedup", 5.0, False, 6.0).line().startswith("PASS")
+
+
+def test_a_missing_anchor_is_skipped_with_a_note():
+    """An anchor that cannot be imported is skipped and the run says which and why."""
+    results = _harness.Results(_harness.Config.smoke_config())
+
+    def build():
+        import not_an_installed_anchor  # noqa: F401
+
+    assert _harness.optional(results, "some anchor", build) is None
+    assert results.notes and "some anchor" in results.notes[0]
+    assert "not_an_installed_anchor" in results.notes[0]
