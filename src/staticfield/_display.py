@@ -1,0 +1,123 @@
+"""Rich display: IPython's pretty printer and treescope, with static fields marked.
+
+Both show one field per line with ``# static`` after each static field, so a
+notebook user sees at a glance which values are part of the jit cache key::
+
+    Layer(
+      w=f32[2,3],
+      b=f32[3],
+      act='tanh',  # static
+    )
+
+Neither IPython nor treescope is imported here: each hook receives the
+printer or renderer it needs, and treescope's parts are imported only when
+treescope itself calls ``__treescope_repr__``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+
+from ._instance import _Shown, summary
+from ._spec import SPEC_ATTR, Spec, is_instance
+
+STATIC_COMMENT = "  # static"
+
+
+def _shown_fields(obj: Any) -> tuple[Spec, list[tuple[str, bool]]]:
+    spec: Spec = type(obj).__dict__[SPEC_ATTR]
+    return spec, [(f.name, f.name in spec.static_set) for f in spec.fields if f.repr]
+
+
+def _summarized(value: Any) -> Any:
+    """``value`` with array leaves replaced by ``f32[2,3]``-style stand-ins (instances kept)."""
+    if is_instance(value):
+        return value
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return _Shown(summary(value))
+    return jax.tree_util.tree_map(
+        lambda leaf: leaf if is_instance(leaf) else _Shown(summary(leaf)), value, is_leaf=is_instance
+    )
+
+
+def _repr_pretty_(self: Any, p: Any, cycle: bool) -> None:
+    """IPython pretty printer: one field per line, static fields marked ``# static``.
+
+    A class without static fields prints like its ``repr`` when that fits. Field
+    values are rendered on their own and written with ``p.break_()`` between
+    lines, since IPython's ``break_`` would also break any still-open group.
+    """
+    spec, shown = _shown_fields(self)
+    name = spec.cls.__qualname__
+    if cycle:
+        p.text(f"{name}(...)")
+        return
+    d = self.__dict__
+    if not any(is_static for _, is_static in shown):
+        with p.group(len(name) + 1, f"{name}(", ")"):
+            for i, (field, _) in enumerate(shown):
+                if i:
+                    p.text(",")
+                    p.breakable()
+                p.text(f"{field}=")
+                p.pretty(_summarized(d[field]) if field in d else _Shown("<unset>"))
+        return
+    try:
+        from IPython.lib.pretty import pretty
+    except ImportError:  # a printer that speaks IPython's protocol without IPython
+        pretty = repr  # type: ignore[assignment]
+    with p.indent(2):
+        p.text(f"{name}(")
+        for field, is_static in shown:
+            value = d[field] if field in d else _Shown("<unset>")
+            width = max(20, p.max_width - p.indentation - len(field) - 1)
+            text = pretty(value if is_static else _summarized(value), max_width=width)
+            p.break_()
+            p.text(f"{field}=")
+            for i, line in enumerate(text.split("\n")):
+                if i:
+                    p.break_()
+                p.text(line)
+            p.text("," + (STATIC_COMMENT if is_static else ""))
+    p.break_()
+    p.text(")")
+
+
+def __treescope_repr__(self: Any, path: str | None, subtree_renderer: Any) -> Any:
+    """treescope rendering: a foldable constructor whose static fields carry ``# static``."""
+    from treescope import rendering_parts as rp
+
+    spec, shown = _shown_fields(self)
+    d = self.__dict__
+    children = []
+    for i, (field, is_static) in enumerate(shown):
+        child_path = None if path is None else f"{path}.{field}"
+        if i < len(shown) - 1:
+            after = rp.siblings(",", rp.fold_condition(collapsed=rp.text(" ")))
+        else:
+            after = rp.fold_condition(expanded=rp.text(","))
+        if is_static:
+            after = rp.siblings(
+                after, rp.fold_condition(expanded=rp.comment_color(rp.text(STATIC_COMMENT)))
+            )
+        value = (
+            subtree_renderer(d[field], path=child_path)
+            if field in d
+            else rp.comment_color(rp.text("<unset>"))
+        )
+        children.append(
+            rp.build_full_line_with_annotations(
+                rp.siblings_with_annotations(f"{field}=", value), after
+            )
+        )
+    return rp.build_foldable_tree_node_from_children(
+        prefix=rp.siblings(rp.maybe_qualified_type_name(spec.cls), "("),
+        children=children,
+        suffix=")",
+        path=path,
+    )
+
+
+METHODS = {"_repr_pretty_": _repr_pretty_, "__treescope_repr__": __treescope_repr__}
