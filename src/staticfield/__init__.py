@@ -18,6 +18,8 @@ from ._serialization import to_state_dict as to_state_dict
 from ._spec import dynamic_fields as dynamic_fields
 from ._spec import fields as fields
 from ._spec import static_fields as static_fields
+from ._stack import stack as stack
+from ._stack import unstack as unstack
 
 __version__ = "0.1.0"
 
@@ -32,7 +34,9 @@ __all__ = [
     "from_state_dict",
     "is_static",
     "replace",
+    "stack",
     "static",
     "static_fields",
     "to_state_dict",
+    "unstack",
 ]
