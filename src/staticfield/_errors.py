@@ -32,8 +32,8 @@ UNHASHABLE_STATIC = (
 
 BAD_DYNAMIC_LEAF = (
     "{where}: a {type} is not an array, so it cannot be a dynamic (traced) field value. "
-    "Mark the field static: `{field}: {type} = sf.static()` (or annotate it "
-    "`sf.Static[{type}]`), or decorate the class with @sf.dataclass(check=False) to "
+    "Mark the field static: `{field}: {ann} = sf.static()` (or annotate it "
+    "`sf.Static[{ann}]`), or decorate the class with @sf.dataclass(check=False) to "
     "skip this check."
 )
 

@@ -97,8 +97,12 @@ def check_dynamic(cls: type, name: str, value: Any) -> None:
     for path, leaf in jax.tree_util.tree_flatten_with_path(value)[0]:
         if not (leaf.__class__ in LEAF_OK or isinstance(leaf, _LEAF_CLASSES)):
             where = f"{cls.__qualname__}.{name}{jax.tree_util.keystr(path)}"
-            tname = "function" if callable(leaf) and not isinstance(leaf, type) else type(leaf).__name__
-            raise TypeError(_errors.BAD_DYNAMIC_LEAF.format(where=where, type=tname, field=name))
+            is_fn = callable(leaf) and not isinstance(leaf, type)
+            tname = "function" if is_fn else type(leaf).__name__
+            ann = "Callable" if is_fn else tname
+            raise TypeError(
+                _errors.BAD_DYNAMIC_LEAF.format(where=where, type=tname, ann=ann, field=name)
+            )
 
 
 def bad_subclass(obj: Any, base: type) -> None:
