@@ -11,9 +11,9 @@ from typing import Any, Callable, TypeVar, overload
 import jax
 from typing_extensions import dataclass_transform
 
-from . import _instance
+from . import _errors, _instance
 from ._codegen import generate
-from ._field import STATIC, annotation_is_static, field, static
+from ._field import CONVERTER, SHARDING, STATIC, annotation_is_static, field, static
 from ._spec import INITIALIZING, KEY_ATTR, SPEC_ATTR, Spec, bad_subclass, finish
 
 C = TypeVar("C", bound=type)
@@ -37,6 +37,17 @@ def _mark_static_annotations(cls: type) -> None:
             continue
         if annotation_is_static(ann, globalns, localns) and not f.metadata.get(STATIC, False):
             f.metadata = types.MappingProxyType({**f.metadata, STATIC: True})
+
+
+def _check_field_options(cls: type) -> None:
+    """Refuse field options that cannot work, naming the class and field."""
+    for f in cls.__dict__["__dataclass_fields__"].values():
+        conv = f.metadata.get(CONVERTER)
+        if conv is not None and not callable(conv):
+            what = type(conv).__name__
+            raise TypeError(_errors.BAD_CONVERTER.format(cls=cls.__qualname__, field=f.name, type=what))
+        if f.metadata.get(STATIC, False) and f.metadata.get(SHARDING) is not None:
+            raise TypeError(_errors.STATIC_SHARDING.format(cls=cls.__qualname__, field=f.name))
 
 
 def _wrap_custom_init(user_init: Callable[..., None], cls: type) -> Callable[..., None]:
@@ -73,6 +84,7 @@ def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_arg
         cls, init=False, repr=False, eq=False, frozen=False, match_args=match_args, kw_only=kw_only
     )
     _mark_static_annotations(cls)
+    _check_field_options(cls)
     all_fields = cls.__dict__["__dataclass_fields__"]
     initvars = [f for f in all_fields.values() if f._field_type is dataclasses._FIELD_INITVAR]  # type: ignore[attr-defined]
     spec = Spec(cls, check=check, custom_init=user_init is not None)

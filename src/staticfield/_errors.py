@@ -37,6 +37,16 @@ BAD_DYNAMIC_LEAF = (
     "skip this check."
 )
 
+BAD_CONVERTER = (
+    "{cls}.{field}: converter={type} is not callable, so it cannot convert the value "
+    "passed for `{field}`. Pass a function such as jnp.asarray or tuple, or drop `converter`."
+)
+
+STATIC_SHARDING = (
+    "{cls}.{field}: a static field holds no arrays, so it cannot have a sharding. Drop "
+    "`sharding=...`, or make `{field}` a dynamic field."
+)
+
 FROZEN_ASSIGN = (
     "{cls}.{field}: cannot assign to a field of a frozen staticfield dataclass "
     "(instances are pytrees and may be shared by compiled programs). Make a changed "

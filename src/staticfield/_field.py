@@ -61,17 +61,11 @@ def field(
     frozen: list→tuple, set→frozenset, dict→FrozenDict); otherwise the field is a
     dynamic pytree child. ``converter`` runs on construction and in ``sf.replace``,
     never on unflatten. ``sharding`` is a ``PartitionSpec`` for ``sf.shardings``.
+    A non-callable converter, or a sharding on a static field, is refused when the
+    class is decorated (so the error can name the class and field).
     """
-    if converter is not None and not callable(converter):
-        raise TypeError(f"sf.field(converter=...) must be callable, got {type(converter).__name__}.")
     md = dict(metadata or {})
-    is_static = bool(static or md.get(STATIC, False))
-    if is_static and sharding is not None:
-        raise TypeError(
-            "sf.field(static=True, sharding=...): a static field holds no arrays, so it "
-            "cannot be sharded. Drop `sharding`, or make the field dynamic."
-        )
-    md[STATIC] = is_static
+    md[STATIC] = bool(static or md.get(STATIC, False))
     if converter is not None:
         md[CONVERTER] = converter
     if sharding is not None:
