@@ -1,0 +1,403 @@
+"""One test per error message: each names the class and field and says why and how to fix it."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec
+
+import staticfield as sf
+
+
+@sf.dataclass
+class Net:
+    w: jax.Array
+    act: object = sf.static(default="relu")
+
+
+# ---------------------------------------------------------------- dynamic leaves
+
+
+@pytest.mark.parametrize(
+    ("value", "tname", "ann"),
+    [
+        ("relu", "str", "str"),
+        (b"raw", "bytes", "bytes"),
+        (lambda x: x, "function", "Callable"),
+        (object(), "object", "object"),
+    ],
+    ids=["str", "bytes", "function", "object"],
+)
+def test_bad_dynamic_leaf(value, tname, ann):
+    """A non-array leaf in a dynamic field names class, field and type and suggests sf.static()."""
+    msg = (
+        f"Net.w: a {tname} is not an array, so it cannot be a dynamic (traced) field value. "
+        f"Mark the field static: `w: {ann} = sf.static()` (or annotate it `sf.Static[{ann}]`), "
+        "or decorate the class with @sf.dataclass(check=False) to skip this check."
+    )
+    with pytest.raises(TypeError, match=re.escape(msg)):
+        Net(value)
+
+
+def test_bad_dynamic_leaf_nested_path():
+    """A bad leaf inside a container is reported with its path inside the field."""
+    with pytest.raises(TypeError, match=re.escape("Net.w['layers'][1]: a str is not an array")):
+        Net({"layers": (jnp.ones(1), "oops")})
+
+
+def test_bad_dynamic_leaf_in_custom_init():
+    """The dynamic-leaf check also runs after a custom __init__."""
+
+    @sf.dataclass
+    class Layer:
+        w: jax.Array
+
+        def __init__(self):
+            self.w = "weights"
+
+    with pytest.raises(TypeError, match=r"Layer\.w: a str is not an array.*sf\.static\(\)"):
+        Layer()
+
+
+def test_bad_dynamic_leaf_in_replace():
+    """sf.replace checks a changed dynamic field."""
+    with pytest.raises(TypeError, match=r"Net\.w: a function is not an array"):
+        sf.replace(Net(jnp.ones(1)), w=print)
+
+
+def test_bad_dynamic_leaf_in_post_init():
+    """A non-array value assigned in __post_init__ is caught too."""
+
+    @sf.dataclass
+    class P:
+        w: jax.Array = sf.field(init=False)
+
+        def __post_init__(self):
+            self.w = "x"
+
+    with pytest.raises(TypeError, match=r"P\.w: a str is not an array"):
+        P()
+
+
+def test_dynamic_array_like_leaves_accepted():
+    """jax/NumPy arrays, NumPy scalars, Python numbers, None and nested pytrees are fine."""
+
+    @sf.dataclass
+    class Inner:
+        v: jax.Array
+
+    for ok in (
+        jnp.ones(2),
+        np.ones(2),
+        np.float32(1),
+        1,
+        2.0,
+        True,
+        1j,
+        None,
+        (jnp.ones(1), [np.ones(1)]),
+        {"a": None, "b": (1.0,)},
+        Inner(jnp.ones(1)),
+        jax.ShapeDtypeStruct((2,), jnp.float32),
+    ):
+        Net(ok)
+
+
+def test_check_false_disables_dynamic_leaf_check():
+    """check=False lets non-array leaves through construction and replace."""
+
+    @sf.dataclass(check=False)
+    class Loose:
+        w: object
+
+    assert Loose("s").w == "s"
+    assert Loose(print).w is print
+    assert sf.replace(Loose(1.0), w=b"b").w == b"b"
+
+
+# ---------------------------------------------------------------- static values
+
+
+def test_jax_array_in_static_field():
+    """A jax.Array in a static field: names class and field, explains, suggests the fix."""
+    msg = (
+        "Net.act: a jax.Array cannot be a static field value (static values are part of the "
+        "jit cache key and must be hashable and concrete). Make `act` a dynamic field, or "
+        "pass np.asarray(...) / a Python value."
+    )
+    with pytest.raises(TypeError, match=re.escape(msg)):
+        Net(jnp.ones(1), jnp.ones(1))
+
+
+def test_tracer_in_static_field():
+    """A tracer in a static field: same message, saying it is a tracer."""
+    with pytest.raises(TypeError, match=re.escape("Net.act: a tracer cannot be a static field value")):
+        jax.jit(lambda x: Net(x, x))(jnp.ones(1))
+
+
+def test_unhashable_static_value():
+    """An unhashable static value names class, field and type, and the ways out."""
+
+    class Cfg:
+        __hash__ = None  # type: ignore[assignment]
+
+    msg = (
+        "Net.act: a static value of type Cfg is unhashable, so it cannot be part of the jit "
+        "cache key. Give Cfg value-based __eq__ and __hash__"
+    )
+    with pytest.raises(TypeError, match=re.escape(msg) + r".*make `act` a dynamic field"):
+        Net(jnp.ones(1), Cfg())
+
+
+def test_unhashable_nested_static_value():
+    """An unhashable value inside a container is reported with its position."""
+
+    class Cfg:
+        __hash__ = None  # type: ignore[assignment]
+
+    with pytest.raises(TypeError, match=re.escape("Net.act[0]: a static value of type Cfg")):
+        Net(jnp.ones(1), [Cfg()])
+
+
+def test_object_array_static_value():
+    """A NumPy object array in a static field names class and field."""
+    with pytest.raises(TypeError, match=r"Net\.act: a NumPy array of dtype object.*make `act` dynamic"):
+        Net(jnp.ones(1), np.array([None], dtype=object))
+
+
+# ---------------------------------------------------------------- frozen
+
+
+def test_frozen_assign_message():
+    """Assignment names class and field and shows the replace call."""
+    msg = (
+        "Net.w: cannot assign to a field of a frozen staticfield dataclass (instances are "
+        "pytrees and may be shared by compiled programs). Make a changed copy instead: "
+        "sf.replace(obj, w=...) or obj.replace(w=...)."
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError, match=re.escape(msg)):
+        Net(jnp.ones(1)).w = jnp.zeros(1)
+
+
+def test_frozen_delete_message():
+    """Deletion names class and field and shows the replace call."""
+    with pytest.raises(
+        dataclasses.FrozenInstanceError,
+        match=re.escape("Net.act: cannot delete a field of a frozen staticfield dataclass. Make a changed copy instead: sf.replace(obj, act=...)."),
+    ):
+        del Net(jnp.ones(1)).act
+
+
+# ---------------------------------------------------------------- custom __init__
+
+
+def test_missing_after_custom_init():
+    """A custom __init__ that leaves fields unset: names the class and each missing field."""
+
+    @sf.dataclass
+    class Lin:
+        w: jax.Array
+        b: jax.Array
+
+        def __init__(self):
+            pass
+
+    with pytest.raises(TypeError, match=r"Lin\.__init__ returned without setting 'w', 'b'\. Every field must be set"):
+        Lin()
+
+
+def test_non_field_attribute_in_custom_init():
+    """Setting an attribute that is not a field is refused: it would be lost on unflatten."""
+
+    @sf.dataclass
+    class Lin:
+        w: jax.Array
+
+        def __init__(self):
+            self.w = jnp.ones(1)
+            self.cache = {}
+
+    with pytest.raises(TypeError, match=r"Lin\.__init__ set `cache`, which is not a field.*`cache: T = sf\.static\(\)`"):
+        Lin()
+
+
+def test_undecorated_subclass_message():
+    """An undecorated subclass is named, with its decorated base, and told to decorate."""
+
+    class Sub(Net):
+        pass
+
+    msg = (
+        "test_undecorated_subclass_message.<locals>.Sub subclasses the staticfield dataclass Net "
+        "but is not decorated itself, so JAX does not know how to flatten it. Decorate it with "
+        "@sf.dataclass."
+    )
+    with pytest.raises(TypeError, match=re.escape(msg)):
+        Sub(jnp.ones(1))
+
+
+# ---------------------------------------------------------------- replace and ==
+
+
+def test_unknown_replace_name():
+    """An unknown replace name lists the bad names and the valid ones."""
+    with pytest.raises(TypeError, match=re.escape("Net has no field(s) 'b', 'c' to replace. Valid field names: w, act.")):
+        sf.replace(Net(jnp.ones(1)), b=1, c=2)
+
+
+def test_traced_eq_message():
+    """== on traced fields names class and field, says why, and shows the alternative."""
+
+    def f(a, b):
+        return a == b
+
+    msg = (
+        "Net.__eq__: cannot compare instances whose field `w` holds a traced value"
+    )
+    with pytest.raises(TypeError, match=re.escape(msg) + r".*jnp\.array_equal\(a\.w, b\.w\)"):
+        jax.jit(f)(Net(jnp.ones(1)), Net(jnp.ones(1)))
+
+
+# ---------------------------------------------------------------- decoration-time errors
+
+
+def test_non_default_after_default():
+    """A required field after a defaulted one names both and offers kw_only."""
+    with pytest.raises(
+        TypeError,
+        match=r"Bad: non-default field 'y' follows default field 'x'\..*kw_only=True",
+    ):
+
+        @sf.dataclass
+        class Bad:
+            x: jax.Array = sf.field(default=0.0)
+            y: jax.Array
+
+
+def test_init_false_without_default_or_post_init():
+    """An init=False field with no default and no __post_init__ is named."""
+    with pytest.raises(TypeError, match=r"Bad: field\(s\) 'n' have init=False and no default.*__post_init__"):
+
+        @sf.dataclass
+        class Bad:
+            n: int = sf.static(init=False)
+
+
+def test_bad_converter():
+    """A converter that is not callable names class and field."""
+    with pytest.raises(TypeError, match=r"Bad\.x: converter=int is not callable.*`x`"):
+
+        @sf.dataclass
+        class Bad:
+            x: jax.Array = sf.field(converter=3)
+
+
+def test_sharding_on_static_field():
+    """A sharding on a static field (however it is marked static) names class and field."""
+    msg = r"Bad\.n: a static field holds no arrays, so it cannot have a sharding\..*make `n` a dynamic field"
+    with pytest.raises(TypeError, match=msg):
+
+        @sf.dataclass
+        class Bad:
+            n: int = sf.static(sharding=PartitionSpec("x"))
+
+    with pytest.raises(TypeError, match=msg):
+
+        @sf.dataclass
+        class Bad:  # noqa: F811
+            n: sf.Static[int] = sf.field(sharding=PartitionSpec("x"))
+
+
+def test_reserved_field_name():
+    """The field name used for the cached key is reserved, and the class is named."""
+    with pytest.raises(TypeError, match=r"Bad: the field name '_staticfield_key' is reserved"):
+
+        @sf.dataclass
+        class Bad:
+            _staticfield_key: int
+
+
+def test_decorating_twice():
+    """Decorating a class twice is refused by name."""
+    with pytest.raises(TypeError, match=r"Net is already an @sf\.dataclass; decorate it once"):
+        sf.dataclass(Net)
+
+
+def test_decorating_a_non_class():
+    """Decorating a function is refused, naming what was passed."""
+    with pytest.raises(TypeError, match=r"@sf\.dataclass decorates a class, got function"):
+        sf.dataclass(lambda: None)
+
+
+@pytest.mark.parametrize(
+    ("option", "why"),
+    [("order", "ordering"), ("unsafe_hash", "hash is already defined"), ("slots", "__dict__")],
+)
+def test_refused_option(option, why):
+    """order/unsafe_hash/slots name the class, say why, and say to drop the option."""
+    with pytest.raises(TypeError, match=rf"Bad: @sf\.dataclass\({option}=True\) is not supported: .*{why}.*Drop `{option}=True`"):
+
+        @sf.dataclass(**{option: True})
+        class Bad:
+            x: jax.Array
+
+
+def test_refused_option_false_is_fine():
+    """Passing a refused option as False is accepted (it is the default)."""
+
+    @sf.dataclass(order=False, unsafe_hash=False, slots=False)
+    class Fine:
+        x: jax.Array
+
+    assert Fine(1.0).x == 1.0
+
+
+def test_frozen_false_message():
+    """frozen=False names the class, says why and points to sf.replace."""
+    with pytest.raises(TypeError, match=r"Bad: @sf\.dataclass\(frozen=False\) is not supported.*jit cache key.*sf\.replace"):
+
+        @sf.dataclass(frozen=False)
+        class Bad:
+            x: jax.Array
+
+
+def test_unknown_option_message():
+    """An unknown option names the class and lists the accepted options."""
+    with pytest.raises(TypeError, match=r"Bad: @sf\.dataclass got unknown option\(s\) weak; it takes check, eq, frozen, init, kw_only, match_args, repr\."):
+
+        @sf.dataclass(weak=True)
+        class Bad:
+            x: jax.Array
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def test_static_helper_refuses_static_argument():
+    """sf.static(static=...) is refused, pointing to sf.field."""
+    with pytest.raises(TypeError, match=r"sf\.static\(\) takes no `static` argument; use sf\.field"):
+        sf.static(static=False)
+
+
+def test_is_static_refuses_non_field():
+    """sf.is_static on a non-Field names the type it got."""
+    with pytest.raises(TypeError, match=r"sf\.is_static expects a dataclasses\.Field, got int"):
+        sf.is_static(3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fn", [sf.fields, sf.static_fields, sf.dynamic_fields, sf.replace])
+def test_not_a_staticfield_dataclass(fn):
+    """The helpers name the function and the class they got, and say to decorate it."""
+
+    @dataclasses.dataclass
+    class Plain:
+        x: int = 0
+
+    name = fn.__name__
+    with pytest.raises(TypeError, match=rf"sf\.{name} expects an @sf\.dataclass class or instance, got .*Plain\. Decorate"):
+        fn(Plain())
