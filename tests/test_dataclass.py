@@ -1,7 +1,5 @@
 """``@sf.dataclass``: a frozen stdlib dataclass registered as a keyed pytree."""
 
-from __future__ import annotations
-
 import dataclasses
 import inspect
 

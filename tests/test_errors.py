@@ -1,7 +1,5 @@
 """One test per error message: each names the class and field and says why and how to fix it."""
 
-from __future__ import annotations
-
 import dataclasses
 import re
 

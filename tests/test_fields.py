@@ -1,7 +1,5 @@
 """Marking fields: ``sf.field``, ``sf.static``, ``sf.Static[T]``, stdlib metadata, introspection."""
 
-from __future__ import annotations
-
 import dataclasses
 from typing import Annotated
 

@@ -1,7 +1,5 @@
 """Instance semantics: frozen, ``==``, ``hash``, ``repr``, ``replace``, pickling and copying."""
 
-from __future__ import annotations
-
 import copy
 import dataclasses
 import pickle

@@ -1,7 +1,5 @@
 """Instances work with JAX's transformations: tree_map, jit, vmap, grad, scan."""
 
-from __future__ import annotations
-
 import jax
 import jax.numpy as jnp
 import numpy as np

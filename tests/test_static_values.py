@@ -1,7 +1,5 @@
 """Static values: frozen, hashable, compared type-strictly, and safe inside JAX's caches."""
 
-from __future__ import annotations
-
 import collections
 import pickle
 
