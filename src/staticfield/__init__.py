@@ -7,12 +7,16 @@ compile only when something really changed, and explain every recompile.
 
 from ._decorator import dataclass as dataclass
 from ._errors import RecompileError as RecompileError
+from ._explain import Change as Change
+from ._explain import Recompile as Recompile
 from ._field import Static as Static
 from ._field import field as field
 from ._field import is_static as is_static
 from ._field import static as static
 from ._freeze import FrozenDict as FrozenDict
 from ._instance import replace as replace
+from ._jit import jit as jit
+from ._jit import jit_method as jit_method
 from ._serialization import from_state_dict as from_state_dict
 from ._serialization import to_state_dict as to_state_dict
 from ._spec import dynamic_fields as dynamic_fields
@@ -24,7 +28,9 @@ from ._stack import unstack as unstack
 __version__ = "0.1.0"
 
 __all__ = [
+    "Change",
     "FrozenDict",
+    "Recompile",
     "RecompileError",
     "Static",
     "dataclass",
@@ -33,6 +39,8 @@ __all__ = [
     "fields",
     "from_state_dict",
     "is_static",
+    "jit",
+    "jit_method",
     "replace",
     "stack",
     "static",

@@ -90,6 +90,7 @@ def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_arg
     spec = Spec(cls, check=check, custom_init=user_init is not None)
     make_init = init and user_init is None
     generated = generate(spec, initvars, make_init)
+    spec.unflatten = generated["unflatten"]
     setattr(cls, SPEC_ATTR, spec)
     if make_init:
         cls.__init__ = generated["__init__"]  # type: ignore[misc]

@@ -231,26 +231,33 @@ def keyable(value: Any) -> Any:
     return _SafeEq(value)
 
 
-class StaticKey:
+class StaticKey(int):
     """The aux_data of an instance: its class plus its static values, by value.
 
+    It is an ``int`` equal to its own hash, so hashing it (every jit cache lookup)
+    costs no Python call; equality is the type-strict comparison of the values.
     ``state`` is the dict that unflatten copies into a new instance's ``__dict__``
     (the frozen static values and the key itself), so unflatten is one update.
     """
 
-    __slots__ = ("cls", "names", "values", "parts", "state", "_hash", "__weakref__")
+    cls: type
+    names: tuple[str, ...]
+    values: tuple
+    parts: tuple
+    state: dict[str, Any]
 
-    def __init__(self, cls: type, names: tuple[str, ...], values: tuple, attr: str) -> None:
-        self.cls = cls
+    def __new__(cls, owner: type, names: tuple[str, ...], values: tuple, attr: str) -> StaticKey:
+        parts = tuple(keyable(v) for v in values)
+        self = super().__new__(cls, hash((owner, parts)))
+        self.cls = owner
         self.names = names
         self.values = values
-        self.parts = tuple(keyable(v) for v in values)
-        self._hash = hash((cls, self.parts))
+        self.parts = parts
         self.state = dict(zip(names, values))
         self.state[attr] = self
+        return self
 
-    def __hash__(self) -> int:
-        return self._hash
+    __hash__ = int.__hash__
 
     def __eq__(self, other: object) -> bool:
         if self is other:
@@ -258,7 +265,7 @@ class StaticKey:
         if other.__class__ is not StaticKey:
             return False
         return (
-            self._hash == other._hash  # type: ignore[attr-defined]
+            int.__eq__(self, other)
             and self.cls is other.cls  # type: ignore[attr-defined]
             and self.parts == other.parts  # type: ignore[attr-defined]
         )
@@ -270,7 +277,12 @@ class StaticKey:
         inner = ", ".join(f"{n}={v!r}" for n, v in zip(self.names, self.values))
         return f"StaticKey({self.cls.__qualname__}: {inner})"
 
+    __str__ = __repr__
+
     def __reduce__(self) -> tuple:
         # The hash of a str differs between processes, so rebuild rather than copy it.
         attr = next(k for k, v in self.state.items() if v is self)
         return (StaticKey, (self.cls, self.names, self.values, attr))
+
+    def __deepcopy__(self, memo: dict) -> StaticKey:
+        return self

@@ -43,6 +43,7 @@ class Spec:
         self.check = check
         self.custom_init = custom_init
         self.by_name = {f.name: f for f in self.fields}
+        self.unflatten: Any = None  # the generated unflatten, set by the decorator
         self.constant_key = (
             None if self.static_names else StaticKey(cls, (), (), KEY_ATTR)
         )

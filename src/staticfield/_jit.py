@@ -1,0 +1,432 @@
+"""``jit_method`` and ``jit``: jit with ``self`` as a pytree, counted and explained.
+
+The hit path is one dict lookup: each top-level ``@sf.dataclass`` argument's static
+key (hashed once per instance) picks a per-variant ``jax.jit`` that receives only
+the instance's dynamic children. So JAX never compares aux_data on a hit, and the
+cost does not grow with the number of static variants. All tracking (counting,
+explaining, the ``max_compiles`` budget) runs while tracing, never on a hit.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import operator
+import threading
+from typing import Any, Callable
+
+import jax
+
+from . import _explain
+from ._errors import RecompileError
+from ._explain import Recompile
+from ._freeze import keyable
+from ._spec import KEY_ATTR, SPEC_ATTR, Spec
+
+logger = logging.getLogger("staticfield")
+
+_OWN_KWARGS = ("static_argnums", "static_argnames")
+
+
+def _getter(spec: Spec) -> Callable[[Any], Any]:
+    """What JAX is given for an instance: its dynamic fields (one bare, several a tuple)."""
+    names = spec.dynamic_names
+    if not names:
+        return lambda obj: ()
+    return operator.attrgetter(*names)
+
+
+class _Split:
+    """Layout entry: argument ``i`` is an instance passed to JAX as its children."""
+
+    __slots__ = ("spec", "key", "single")
+
+    def __init__(self, spec: Spec, key: Any) -> None:
+        self.spec, self.key = spec, key
+        self.single = len(spec.dynamic_names) == 1
+
+    def rebuild(self, children: Any) -> Any:
+        return self.spec.unflatten(self.key, (children,) if self.single else children)
+
+
+class _StaticArg:
+    """Layout entry: argument ``i`` is static; JAX sees ``None`` in its place."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+class JitFunction:
+    """What ``sf.jit(fn)`` returns (and the class attribute of an ``@sf.jit_method``)."""
+
+    def __init__(self, fn: Callable, jit_kwargs: dict[str, Any], max_compiles: int | None, method: bool) -> None:
+        if not callable(fn):
+            raise TypeError(f"sf.jit expects a function, got {type(fn).__name__}.")
+        if max_compiles is not None and (not isinstance(max_compiles, int) or max_compiles < 1):
+            raise TypeError(f"{_qualname(fn)}: max_compiles must be a positive int, got {max_compiles!r}.")
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.max_compiles = max_compiles
+        self.compile_count = 0
+        self.recompiles: list[Recompile] = []
+        self._method = method
+        self._history: list[dict[str, tuple]] = []
+        self._lock = threading.RLock()
+        self._variants: dict[Any, tuple[Any, Callable]] = {}
+        self._names, self._static_pos, self._static_names = _resolve_static(fn, jit_kwargs)
+        self._jit_kwargs = {k: v for k, v in jit_kwargs.items() if k not in _OWN_KWARGS}
+        self._jit_kwargs.update(_resolve_donation(fn, self._jit_kwargs))
+        general = not method or self._static_pos or self._static_names
+        self._call: Callable[..., Any] = self._call_general if general else self._make_fast_call()
+
+    # ----- hit paths -------------------------------------------------------------
+    def _make_fast_call(self) -> Callable:
+        variants = self._variants
+        miss = self._method_miss
+
+        def call(obj: Any, /, *args: Any, **kwargs: Any) -> Any:
+            try:
+                jitted, get = variants[obj.__dict__[KEY_ATTR]]
+            except (KeyError, AttributeError):
+                jitted, get = miss(obj)
+            return jitted(get(obj), *args, **kwargs)
+
+        call.__sf_jit__ = self  # type: ignore[attr-defined]
+        return call
+
+    def _prepare(self, args: tuple, kwargs: dict) -> tuple[Any, list, dict]:
+        """Pick the variant for these arguments; return it with what JAX should see."""
+        static_pos = self._static_pos
+        parts: list[Any] = []
+        for i, a in enumerate(args):
+            if i in static_pos:
+                parts.append(self._static_key(a, self._arg_name(i)))
+            elif SPEC_ATTR in a.__class__.__dict__:
+                parts.append(a.__class__.__dict__[SPEC_ATTR].key_of(a))
+            else:
+                if self._method and i == 0:
+                    self._not_an_instance(a)
+                parts.append(None)
+        if self._static_names and kwargs:
+            kwargs = dict(kwargs)
+            for name in sorted(self._static_names.intersection(kwargs)):
+                parts.append((name, self._static_key(kwargs.pop(name), name)))
+        vkey = tuple(parts)
+        try:
+            jitted, getters = self._variants[vkey]
+        except KeyError:
+            jitted, getters = self._general_miss(vkey, args, parts)
+        dyn = list(args)
+        for i in static_pos:
+            if i < len(dyn):
+                dyn[i] = None
+        for i, get in getters:
+            dyn[i] = get(args[i])
+        return jitted, dyn, kwargs
+
+    def _call_general(self, *args: Any, **kwargs: Any) -> Any:
+        jitted, dyn, kwargs = self._prepare(args, kwargs)
+        return jitted(*dyn, **kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call(*args, **kwargs)
+
+    def lower(self, *args: Any, **kwargs: Any) -> Any:
+        """``jax.jit(...).lower`` for these arguments (ahead-of-time compilation)."""
+        if self._call is self._call_general:
+            jitted, dyn, kwargs = self._prepare(args, kwargs)
+            return jitted.lower(*dyn, **kwargs)
+        obj, rest = args[0], args[1:]
+        jitted, get = self._method_miss(obj)
+        return jitted.lower(get(obj), *rest, **kwargs)
+
+    # ----- misses: make a per-variant jax.jit -----------------------------------
+    def _method_miss(self, obj: Any) -> tuple[Any, Callable]:
+        spec = type(obj).__dict__.get(SPEC_ATTR)
+        if spec is None:
+            self._not_an_instance(obj)
+        key = spec.key_of(obj)
+        with self._lock:
+            if key not in self._variants:
+                layout = {0: _Split(spec, key)}
+                self._variants[key] = (self._make_jitted(layout, (), 1), _getter(spec))
+            return self._variants[key]
+
+    def _general_miss(self, vkey: tuple, args: tuple, parts: list) -> tuple[Any, list]:
+        with self._lock:
+            if vkey in self._variants:
+                return self._variants[vkey]
+            layout: dict[int, Any] = {}
+            getters = []
+            for i, a in enumerate(args):
+                if i in self._static_pos:
+                    layout[i] = _StaticArg(a)
+                elif parts[i] is not None:
+                    spec = type(a).__dict__[SPEC_ATTR]
+                    layout[i] = _Split(spec, parts[i])
+                    getters.append((i, _getter(spec)))
+            static_kwargs = tuple((name, key.raw) for name, key in parts[len(args):])
+            entry = (self._make_jitted(layout, static_kwargs, len(args)), getters)
+            self._variants[vkey] = entry
+            return entry
+
+    def _make_jitted(self, layout: dict[int, Any], static_kwargs: tuple, nargs: int) -> Any:
+        fn, names = self.fn, self._names
+        static_pos, static_names = self._static_pos, self._static_names
+        track = self._on_trace
+
+        def inner(*dyn: Any, **kwargs: Any) -> Any:
+            args = list(dyn)
+            for i, entry in layout.items():
+                if isinstance(entry, _Split):
+                    args[i] = entry.rebuild(dyn[i])
+                else:
+                    args[i] = entry.value
+            kwargs.update(static_kwargs)
+            track(_explain.describe(names, tuple(args), kwargs, static_pos, static_names))
+            return fn(*args, **kwargs)
+
+        inner.__name__ = getattr(fn, "__name__", "fn")
+        inner.__qualname__ = _qualname(fn)
+        kwargs = dict(self._jit_kwargs)
+        if "in_shardings" in kwargs:
+            kwargs["in_shardings"] = _split_in_shardings(kwargs["in_shardings"], layout, static_pos)
+        return jax.jit(inner, **kwargs)
+
+    # ----- tracking (runs while tracing only) ------------------------------------
+    def _on_trace(self, description: dict[str, tuple]) -> None:
+        name = _qualname(self.fn)
+        with self._lock:
+            if self.compile_count == 0 or not self._history:
+                self._history.append(description)
+                self.compile_count += 1
+                logger.debug("%s compiled for the first time", name)
+                return
+            event = Recompile(name, _explain.closest(self._history, description), self.compile_count + 1)
+            if self.max_compiles is not None and self.compile_count + 1 > self.max_compiles:
+                raise RecompileError(
+                    f"{name} would compile {self.compile_count + 1} times, over its budget "
+                    f"max_compiles={self.max_compiles}. {event}\nKeep the changing value "
+                    "dynamic (a traced field or argument), reuse the earlier value, or raise "
+                    "max_compiles."
+                )
+            self._history.append(description)
+            self.compile_count += 1
+            self.recompiles.append(event)
+            logger.info("%s", event)
+
+    def cache_size(self) -> int:
+        """JAX's count of compiled executables over all static variants."""
+        return sum(jitted._cache_size() for jitted, _ in list(self._variants.values()))
+
+    # ----- helpers -----------------------------------------------------------------
+    def _arg_name(self, i: int) -> str:
+        return self._names[i] if i < len(self._names) else f"args[{i}]"
+
+    def _static_key(self, value: Any, name: str) -> Any:
+        try:
+            hash(value)
+            return _RawKey(value)
+        except TypeError:
+            raise TypeError(
+                f"{_qualname(self.fn)}: the static argument `{name}` is an unhashable "
+                f"{type(value).__name__}, so it cannot be part of the jit cache key. Pass a "
+                "tuple/frozenset or an @sf.dataclass instance, or make it a traced argument."
+            ) from None
+
+    def _not_an_instance(self, obj: Any) -> None:
+        raise TypeError(
+            f"{_qualname(self.fn)}: @sf.jit_method passes `self` to jax.jit as a pytree, so "
+            f"`self` must be an @sf.dataclass instance, got {type(obj).__qualname__}. Decorate "
+            "the class with @sf.dataclass, or use sf.jit for free functions."
+        )
+
+    def __repr__(self) -> str:
+        kind = "jit_method" if self._method else "jit"
+        return f"<sf.{kind} {_qualname(self.fn)}: {self.compile_count} compile(s)>"
+
+
+class _RawKey:
+    """A type-strict key for a static argument; ``raw`` is the value itself."""
+
+    __slots__ = ("raw", "part", "_hash")
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+        self.part = keyable(raw)
+        self._hash = hash(self.part)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return other.__class__ is _RawKey and self._hash == other._hash and self.part == other.part  # type: ignore[attr-defined]
+
+
+class JitMethod(property):
+    """The class attribute made by ``@sf.jit_method``.
+
+    ``obj.method`` binds in C (a property whose getter is a partial), giving a
+    ``BoundMethod``; ``Cls.method`` is this object, which is callable as
+    ``Cls.method(obj, ...)`` and carries the counters of its ``JitFunction``.
+    """
+
+    def __init__(self, jitted: JitFunction) -> None:
+        super().__init__(functools.partial(BoundMethod, jitted._call), doc=jitted.__doc__)
+        self.__dict__["_jit"] = jitted
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["_jit"], name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.__dict__["_jit"]._call(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return repr(self.__dict__["_jit"])
+
+
+class BoundMethod(functools.partial):
+    """``obj.method`` for an ``@sf.jit_method``: callable, and a pytree of ``obj``."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_owner(self.func), name)
+
+    def __repr__(self) -> str:
+        return f"<bound sf.jit_method {_qualname(_owner(self.func).fn)} of {self.args[0]!r}>"
+
+
+def _owner(call: Any) -> JitFunction:
+    return getattr(call, "__sf_jit__", None) or call.__self__
+
+
+jax.tree_util.register_pytree_with_keys(
+    BoundMethod,
+    lambda b: (((jax.tree_util.GetAttrKey("__self__"), b.args[0]),), b.func),
+    lambda func, children: BoundMethod(func, *children),
+    flatten_func=lambda b: ((b.args[0],), b.func),
+)
+
+
+def _qualname(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+def _positional(fn: Callable) -> tuple[list[str], dict[str, inspect.Parameter], bool, bool]:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return [], {}, True, True
+    kinds = inspect.Parameter
+    positional = [p.name for p in params.values() if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
+    var_pos = any(p.kind is kinds.VAR_POSITIONAL for p in params.values())
+    var_kw = any(p.kind is kinds.VAR_KEYWORD for p in params.values())
+    return positional, dict(params), var_pos, var_kw
+
+
+def _as_tuple(value: Any, kind: type) -> tuple:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, kind) else tuple(value)
+
+
+def _resolve_static(fn: Callable, jit_kwargs: dict) -> tuple[list[str], frozenset, frozenset]:
+    """Both ways of naming static arguments, resolved against the signature, checked."""
+    name = _qualname(fn)
+    positional, params, var_pos, var_kw = _positional(fn)
+    nums = []
+    for n in _as_tuple(jit_kwargs.get("static_argnums"), int):
+        if not isinstance(n, int):
+            raise TypeError(f"{name}: static_argnums must be ints, got {n!r}.")
+        if n < 0 and not var_pos:
+            n += len(positional)
+        if n < 0 or (n >= len(positional) and not var_pos):
+            raise TypeError(
+                f"{name}: static_argnums={n} is out of range; {name} takes "
+                f"{len(positional)} positional argument(s): {', '.join(positional) or 'none'}."
+            )
+        nums.append(n)
+    names = list(_as_tuple(jit_kwargs.get("static_argnames"), str))
+    for n in names:
+        if n not in params and not var_kw:
+            raise TypeError(
+                f"{name}: static_argnames names {n!r}, which is not a parameter of {name}; "
+                f"its parameters are: {', '.join(params) or 'none'}."
+            )
+    kinds = inspect.Parameter
+    static_pos = set(nums) | {positional.index(n) for n in names if n in positional}
+    static_names = set(names) | {
+        positional[i] for i in nums
+        if i < len(positional) and params[positional[i]].kind is kinds.POSITIONAL_OR_KEYWORD
+    }
+    return positional, frozenset(static_pos), frozenset(static_names)
+
+
+def _resolve_donation(fn: Callable, jit_kwargs: dict) -> dict:
+    """``donate_argnames`` of positional parameters become positions (JAX sees ``*args``)."""
+    names = _as_tuple(jit_kwargs.get("donate_argnames"), str)
+    if not names:
+        return {}
+    positional = _positional(fn)[0]
+    nums = set(_as_tuple(jit_kwargs.get("donate_argnums"), int))
+    nums |= {positional.index(n) for n in names if n in positional}
+    return {"donate_argnums": tuple(sorted(nums)), "donate_argnames": tuple(names)}
+
+
+def _split_in_shardings(in_shardings: Any, layout: dict[int, Any], static_pos: frozenset) -> Any:
+    """Map the user's ``in_shardings`` (static arguments left out, as in ``jax.jit``) onto
+    what JAX sees: ``None`` at static positions, children at split instances."""
+    if not isinstance(in_shardings, (tuple, list)):
+        return in_shardings
+    given = list(in_shardings)
+    out = []
+    for i in range(len(given) + len(static_pos)):
+        if i in static_pos:
+            out.append(None)
+            continue
+        s = given.pop(0) if given else None
+        entry = layout.get(i)
+        if isinstance(entry, _Split) and isinstance(s, entry.spec.cls):
+            s = _getter(entry.spec)(s)
+        out.append(s)
+    return tuple(out)
+
+
+def jit(fn: Callable | None = None, /, *, max_compiles: int | None = None, **jit_kwargs: Any) -> Any:
+    """``jax.jit`` with compile tracking, for free functions.
+
+    Top-level ``@sf.dataclass`` arguments are looked up by their static key, so
+    many static variants cost no more per call than one. Takes ``jax.jit``'s keyword
+    arguments, plus ``max_compiles``. The result has ``compile_count``,
+    ``cache_size()`` and ``recompiles``; each call of ``sf.jit`` makes a new counter.
+    """
+    if fn is None:
+        return functools.partial(jit, max_compiles=max_compiles, **jit_kwargs)
+    return JitFunction(fn, jit_kwargs, max_compiles, method=False)
+
+
+def jit_method(fn: Callable | None = None, /, *, max_compiles: int | None = None, **jit_kwargs: Any) -> Any:
+    """Jit a method of an ``@sf.dataclass``, with ``self`` passed as a pytree.
+
+    New array values in ``self`` never recompile; a changed static field always
+    does, and the recompile is explained in ``Cls.method.recompiles``. ``obj.method``
+    is itself a pytree of ``obj``'s dynamic leaves.
+    """
+    if fn is None:
+        return functools.partial(jit_method, max_compiles=max_compiles, **jit_kwargs)
+    if isinstance(fn, (staticmethod, classmethod, property)):
+        raise TypeError(
+            f"@sf.jit_method decorates a plain method (def name(self, ...)), got a "
+            f"{type(fn).__name__}. Use sf.jit on the underlying function instead."
+        )
+    if not callable(fn):
+        raise TypeError(f"@sf.jit_method decorates a method, got {type(fn).__name__}.")
+    positional = _positional(fn)[0]
+    if not positional and not getattr(fn, "__wrapped__", None):
+        raise TypeError(
+            f"@sf.jit_method: {_qualname(fn)} takes no positional `self` parameter, so it is "
+            "not a method. Use sf.jit for free functions."
+        )
+    return JitMethod(JitFunction(fn, jit_kwargs, max_compiles, method=True))
