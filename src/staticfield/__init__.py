@@ -19,6 +19,8 @@ from ._jit import jit as jit
 from ._jit import jit_method as jit_method
 from ._serialization import from_state_dict as from_state_dict
 from ._serialization import to_state_dict as to_state_dict
+from ._sharding import shard as shard
+from ._sharding import shardings as shardings
 from ._spec import dynamic_fields as dynamic_fields
 from ._spec import fields as fields
 from ._spec import static_fields as static_fields
@@ -42,6 +44,8 @@ __all__ = [
     "jit",
     "jit_method",
     "replace",
+    "shard",
+    "shardings",
     "stack",
     "static",
     "static_fields",
