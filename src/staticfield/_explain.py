@@ -58,13 +58,16 @@ class Recompile:
     compile_number: int = 0
 
     def __str__(self) -> str:
-        head = f"{self.function} recompiled (compile #{self.compile_number})"
+        return f"{self.function} recompiled (compile #{self.compile_number}){self.reasons()}"
+
+    def reasons(self) -> str:
+        """`` because:`` and one indented line per change (or why there is none)."""
         if not self.changes:
             return (
-                f"{head}: no argument differs from an earlier compile (a global setting such "
-                "as jax_enable_x64 may have changed, or JAX's caches were cleared)"
+                ": no argument differs from an earlier compile (a global setting such as "
+                "jax_enable_x64 may have changed, or JAX's caches were cleared)"
             )
-        return head + " because:\n" + "\n".join(f"  {c}" for c in self.changes)
+        return " because:\n" + "\n".join(f"  {c}" for c in self.changes)
 
 
 def short(value: Any, limit: int = 60) -> str:

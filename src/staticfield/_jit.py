@@ -79,8 +79,8 @@ class JitFunction:
         self._names, self._static_pos, self._static_names = _resolve_static(fn, jit_kwargs)
         self._jit_kwargs = {k: v for k, v in jit_kwargs.items() if k not in _OWN_KWARGS}
         self._jit_kwargs.update(_resolve_donation(fn, self._jit_kwargs))
-        general = not method or self._static_pos or self._static_names
-        self._call: Callable[..., Any] = self._call_general if general else self._make_fast_call()
+        self._fast = method and not (self._static_pos or self._static_names)
+        self._call: Callable[..., Any] = self._make_fast_call() if self._fast else self._call_general
 
     # ----- hit paths -------------------------------------------------------------
     def _make_fast_call(self) -> Callable:
@@ -136,7 +136,7 @@ class JitFunction:
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """``jax.jit(...).lower`` for these arguments (ahead-of-time compilation)."""
-        if self._call is self._call_general:
+        if not self._fast:
             jitted, dyn, kwargs = self._prepare(args, kwargs)
             return jitted.lower(*dyn, **kwargs)
         obj, rest = args[0], args[1:]
@@ -209,9 +209,9 @@ class JitFunction:
             if self.max_compiles is not None and self.compile_count + 1 > self.max_compiles:
                 raise RecompileError(
                     f"{name} would compile {self.compile_count + 1} times, over its budget "
-                    f"max_compiles={self.max_compiles}. {event}\nKeep the changing value "
-                    "dynamic (a traced field or argument), reuse the earlier value, or raise "
-                    "max_compiles."
+                    f"max_compiles={self.max_compiles}{event.reasons()}\nKeep the changing "
+                    "value dynamic (a traced field or argument), reuse an earlier value, or "
+                    "raise max_compiles."
                 )
             self._history.append(description)
             self.compile_count += 1
@@ -344,16 +344,16 @@ def _resolve_static(fn: Callable, jit_kwargs: dict) -> tuple[list[str], frozense
             n += len(positional)
         if n < 0 or (n >= len(positional) and not var_pos):
             raise TypeError(
-                f"{name}: static_argnums={n} is out of range; {name} takes "
-                f"{len(positional)} positional argument(s): {', '.join(positional) or 'none'}."
+                f"{name}: static_argnums={n} is out of range: it takes {len(positional)} "
+                f"positional argument(s) ({', '.join(positional) or 'none'})."
             )
         nums.append(n)
     names = list(_as_tuple(jit_kwargs.get("static_argnames"), str))
     for n in names:
         if n not in params and not var_kw:
             raise TypeError(
-                f"{name}: static_argnames names {n!r}, which is not a parameter of {name}; "
-                f"its parameters are: {', '.join(params) or 'none'}."
+                f"{name}: static_argnames names {n!r}, which is not one of its parameters "
+                f"({', '.join(params) or 'none'}). Fix the name, or add the parameter."
             )
     kinds = inspect.Parameter
     static_pos = set(nums) | {positional.index(n) for n in names if n in positional}

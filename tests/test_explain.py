@@ -1,0 +1,232 @@
+"""Recompile explanations: one scenario per Change.kind, hints, closest key, and bad input."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import staticfield as sf
+
+
+def changes(f):
+    return [(c.path, c.kind, c.old, c.new) for c in f.recompiles[-1].changes]
+
+
+@sf.dataclass
+class Params:
+    x_array: jax.Array
+    a: sf.Static[int] = 2
+
+
+def test_kind_static():
+    """A static field change is kind 'static' at params.<field>."""
+    f = sf.jit(lambda params: params.x_array * params.a)
+    f(Params(jnp.ones(2)))
+    f(Params(jnp.ones(2), a=3))
+    assert changes(f) == [("params.a", "static", "2", "3")]
+
+
+def test_kind_shape_names_field_and_both_shapes():
+    """A shape change is kind 'shape' with both shapes, at the field's path."""
+    f = sf.jit(lambda params: params.x_array * params.a)
+    f(Params(jnp.ones(2)))
+    f(Params(jnp.ones(3)))
+    assert changes(f) == [("params.x_array", "shape", "f32[2]", "f32[3]")]
+
+
+def test_kind_dtype():
+    """A dtype change is kind 'dtype'."""
+    f = sf.jit(lambda state: state[0] + 1)
+    f((jnp.ones(2, jnp.float32),))
+    f((jnp.ones(2, jnp.int32),))
+    assert changes(f) == [("state[0]", "dtype", "f32[2]", "i32[2]")]
+
+
+def test_kind_weak_type():
+    """A Python float then a float32 array is kind 'weak_type'."""
+    f = sf.jit(lambda x: x * 2)
+    f(1.0)
+    f(jnp.float32(1.0))
+    assert changes(f) == [("x", "weak_type", "weak f32[]", "f32[]")]
+
+
+def test_kind_structure():
+    """A changed container structure is kind 'structure', reported once at the top."""
+    f = sf.jit(lambda state: jax.tree_util.tree_leaves(state)[0])
+    f({"a": jnp.ones(1)})
+    f({"a": jnp.ones(1), "b": jnp.ones(1)})
+    (change,) = f.recompiles[-1].changes
+    assert change.path == "state" and change.kind == "structure"
+
+
+def test_kind_structure_for_none_field():
+    """A dynamic field going from an array to None is a structure change at that field."""
+
+    @sf.dataclass
+    class Opt:
+        w: jax.Array | None
+
+    f = sf.jit(lambda o: 0 if o.w is None else o.w.sum())
+    f(Opt(jnp.ones(2)))
+    f(Opt(None))
+    assert [(c.path, c.kind) for c in f.recompiles[-1].changes] == [("o.w", "structure")]
+
+
+def test_kind_sharding():
+    """With explicit mesh axes the aval carries the sharding: kind 'sharding'."""
+    mesh = jax.make_mesh((1,), ("x",), axis_types=(AxisType.Explicit,))
+    f = sf.jit(lambda a: a * 2)
+    with jax.set_mesh(mesh):
+        f(jax.device_put(jnp.ones(4), NamedSharding(mesh, P("x"))))
+        f(jax.device_put(jnp.ones(4), NamedSharding(mesh, P())))
+    assert changes(f) == [("a", "sharding", "P('x',)", "P(None,)")]
+
+
+def test_kind_static_arg():
+    """A static argument change is kind 'static_arg' under the argument's name."""
+    f = sf.jit(lambda x, mode: x if mode == "id" else -x, static_argnames="mode")
+    f(jnp.ones(1), mode="id")
+    f(jnp.ones(1), mode="neg")
+    assert changes(f) == [("mode", "static_arg", "'id'", "'neg'")]
+
+
+def test_nested_instance_paths():
+    """Paths go through nested instances and containers in the user's words."""
+
+    @sf.dataclass
+    class Layer:
+        w: jax.Array
+        act: sf.Static[str] = "relu"
+
+    @sf.dataclass
+    class Model:
+        layers: tuple
+        scale: sf.Static[float] = 1.0
+
+    f = sf.jit(lambda model: model.layers[0].w * model.scale)
+    f(Model((Layer(jnp.ones(2)), Layer(jnp.ones(2)))))
+    f(Model((Layer(jnp.ones(2)), Layer(jnp.ones(2), act="tanh"))))
+    assert changes(f) == [("model.layers[1].act", "static", "'relu'", "'tanh'")]
+
+
+def test_identity_hint_for_new_lambda():
+    """A new lambda with the same code in a static field says so, and how to fix it."""
+
+    @sf.dataclass
+    class Act:
+        x: jax.Array
+        fn: sf.Static[object]
+
+    f = sf.jit(lambda m: m.fn(m.x))
+    for _ in range(2):
+        f(Act(jnp.ones(2), lambda v: v * 2))
+    (change,) = f.recompiles[-1].changes
+    assert change.kind == "static" and change.path == "m.fn"
+    assert "same code" in change.hint and "define it once" in change.hint
+    assert change.hint in str(f.recompiles[-1])
+
+
+def test_identity_hint_for_identity_hashed_object():
+    """A new instance of an identity-hashed class with the same content says so."""
+
+    class Cfg:
+        def __init__(self, depth):
+            self.depth = depth
+
+    f = sf.jit(lambda x, cfg: x * cfg.depth, static_argnums=1)
+    f(jnp.ones(1), Cfg(2))
+    f(jnp.ones(1), Cfg(2))
+    (change,) = f.recompiles[-1].changes
+    assert change.kind == "static_arg"
+    assert "Cfg" in change.hint and "identity" in change.hint and "@sf.dataclass" in change.hint
+
+
+def test_changes_are_against_the_closest_previous_key():
+    """The explanation diffs against the most similar earlier compile, not the last one."""
+    f = sf.jit(lambda params: params.x_array * params.a)
+    f(Params(jnp.ones(2), a=1))
+    f(Params(jnp.ones(5), a=7))
+    f(Params(jnp.ones(2), a=2))  # closest to the first: only `a` differs
+    assert changes(f) == [("params.a", "static", "1", "2")]
+
+
+def test_recompile_str_is_readable():
+    """str(Recompile) names the function, the compile number and each change."""
+    f = sf.jit(lambda params: params.x_array * params.a)
+    f(Params(jnp.ones(2)))
+    f(Params(jnp.ones(2), a=3))
+    text = str(f.recompiles[0])
+    assert text.startswith("test_recompile_str_is_readable.<locals>.<lambda> recompiled (compile #2) because:")
+    assert "  params.a: 2 → 3 (static)" in text
+
+
+# ----- bad input -------------------------------------------------------------------
+
+
+def test_jit_method_on_a_non_pytree_class():
+    """jit_method on a method of a class that is not an sf.dataclass names both and the fix."""
+
+    class Plain:
+        @sf.jit_method
+        def f(self, x):
+            return x
+
+    with pytest.raises(TypeError, match=r"Plain\.f: @sf\.jit_method .* got \S*Plain\. Decorate the class with @sf\.dataclass"):
+        Plain().f(jnp.ones(1))
+
+
+def test_jit_method_on_staticmethod_or_plain_function():
+    """jit_method refuses staticmethods and functions without a self parameter."""
+    with pytest.raises(TypeError, match="staticmethod"):
+        sf.jit_method(staticmethod(lambda x: x))
+    with pytest.raises(TypeError, match="no positional `self` parameter"):
+        sf.jit_method(lambda: 0)
+
+
+def test_static_argnames_naming_an_unknown_parameter():
+    """An unknown static_argnames name is a TypeError naming the function and parameters."""
+
+    def step(params, x):
+        return x
+
+    with pytest.raises(TypeError, match=r"step: static_argnames names 'n', which is not one of its parameters \(params, x\)\. Fix the name"):
+        sf.jit(step, static_argnames="n")
+
+
+def test_static_argnums_out_of_range():
+    """A static_argnums past the last parameter is a TypeError naming the function."""
+
+    def step(params, x):
+        return x
+
+    with pytest.raises(TypeError, match=r"step: static_argnums=2 is out of range"):
+        sf.jit(step, static_argnums=2)
+
+
+def test_unhashable_static_argument():
+    """An unhashable static argument value names the function and the argument."""
+
+    def step(x, sizes):
+        return x
+
+    f = sf.jit(step, static_argnums=1)
+    with pytest.raises(TypeError, match=r"step: the static argument `sizes` is an unhashable list.*Pass a tuple"):
+        f(jnp.ones(1), [1, 2])
+
+
+def test_bad_max_compiles():
+    """max_compiles must be a positive int."""
+    with pytest.raises(TypeError, match="max_compiles must be a positive int"):
+        sf.jit(lambda x: x, max_compiles=0)
+
+
+def test_counters_on_instances_of_numpy_inputs():
+    """NumPy inputs are described like arrays (shape/dtype) in explanations."""
+    f = sf.jit(lambda x: x + 1)
+    f(np.ones(2, np.float32))
+    f(np.ones(3, np.float32))
+    assert changes(f) == [("x", "shape", "f32[2]", "f32[3]")]
