@@ -364,3 +364,20 @@ def test_in_shardings_given_as_an_instance():
     shard_spec = jax.tree_util.tree_map(lambda _: s, P(jnp.ones(1), jnp.ones(1)))
     f = sf.jit(lambda p: p.x + p.y, in_shardings=(shard_spec,))
     np.testing.assert_allclose(f(P(jnp.ones(2), jnp.ones(2))), [2.0, 2.0])
+
+
+def test_sf_jit_on_a_method_binds_self_like_jax_jit():
+    """@sf.jit used on a method binds self (as jax.jit does) and splits it as a pytree."""
+
+    @sf.dataclass
+    class P:
+        x: jax.Array
+        k: sf.Static[int] = 1
+
+        @sf.jit
+        def f(self, y):
+            return self.x * y * self.k
+
+    np.testing.assert_allclose(P(jnp.ones(2)).f(jnp.full(2, 3.0)), [3.0, 3.0])
+    P(jnp.zeros(2)).f(jnp.ones(2))
+    assert P.f.compile_count == 1

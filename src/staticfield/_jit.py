@@ -10,15 +10,16 @@ explaining, the ``max_compiles`` budget) runs while tracing, never on a hit.
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
 import operator
 import threading
+import types
 from typing import Any, Callable
 
 import jax
 
 from . import _explain
+from ._args import qualname, resolve_donation, resolve_static, signature_parts
 from ._errors import RecompileError
 from ._explain import Recompile
 from ._freeze import keyable
@@ -66,7 +67,7 @@ class JitFunction:
         if not callable(fn):
             raise TypeError(f"sf.jit expects a function, got {type(fn).__name__}.")
         if max_compiles is not None and (not isinstance(max_compiles, int) or max_compiles < 1):
-            raise TypeError(f"{_qualname(fn)}: max_compiles must be a positive int, got {max_compiles!r}.")
+            raise TypeError(f"{qualname(fn)}: max_compiles must be a positive int, got {max_compiles!r}.")
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.max_compiles = max_compiles
@@ -76,9 +77,9 @@ class JitFunction:
         self._history: list[dict[str, tuple]] = []
         self._lock = threading.RLock()
         self._variants: dict[Any, tuple[Any, Callable]] = {}
-        self._names, self._static_pos, self._static_names = _resolve_static(fn, jit_kwargs)
+        self._names, self._static_pos, self._static_names = resolve_static(fn, jit_kwargs)
         self._jit_kwargs = {k: v for k, v in jit_kwargs.items() if k not in _OWN_KWARGS}
-        self._jit_kwargs.update(_resolve_donation(fn, self._jit_kwargs))
+        self._jit_kwargs.update(resolve_donation(fn, self._jit_kwargs))
         self._fast = method and not (self._static_pos or self._static_names)
         self._call: Callable[..., Any] = self._make_fast_call() if self._fast else self._call_general
 
@@ -190,7 +191,7 @@ class JitFunction:
             return fn(*args, **kwargs)
 
         inner.__name__ = getattr(fn, "__name__", "fn")
-        inner.__qualname__ = _qualname(fn)
+        inner.__qualname__ = qualname(fn)
         kwargs = dict(self._jit_kwargs)
         if "in_shardings" in kwargs:
             kwargs["in_shardings"] = _split_in_shardings(kwargs["in_shardings"], layout, static_pos)
@@ -198,7 +199,7 @@ class JitFunction:
 
     # ----- tracking (runs while tracing only) ------------------------------------
     def _on_trace(self, description: dict[str, tuple]) -> None:
-        name = _qualname(self.fn)
+        name = qualname(self.fn)
         with self._lock:
             if self.compile_count == 0 or not self._history:
                 self._history.append(description)
@@ -232,21 +233,25 @@ class JitFunction:
             return _RawKey(value)
         except TypeError:
             raise TypeError(
-                f"{_qualname(self.fn)}: the static argument `{name}` is an unhashable "
+                f"{qualname(self.fn)}: the static argument `{name}` is an unhashable "
                 f"{type(value).__name__}, so it cannot be part of the jit cache key. Pass a "
                 "tuple/frozenset or an @sf.dataclass instance, or make it a traced argument."
             ) from None
 
     def _not_an_instance(self, obj: Any) -> None:
         raise TypeError(
-            f"{_qualname(self.fn)}: @sf.jit_method passes `self` to jax.jit as a pytree, so "
+            f"{qualname(self.fn)}: @sf.jit_method passes `self` to jax.jit as a pytree, so "
             f"`self` must be an @sf.dataclass instance, got {type(obj).__qualname__}. Decorate "
             "the class with @sf.dataclass, or use sf.jit for free functions."
         )
 
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        # Like jax.jit: a wrapped function stored on a class binds as a method.
+        return self if obj is None else types.MethodType(self, obj)
+
     def __repr__(self) -> str:
         kind = "jit_method" if self._method else "jit"
-        return f"<sf.{kind} {_qualname(self.fn)}: {self.compile_count} compile(s)>"
+        return f"<sf.{kind} {qualname(self.fn)}: {self.compile_count} compile(s)>"
 
 
 class _RawKey:
@@ -295,7 +300,7 @@ class BoundMethod(functools.partial):
         return getattr(_owner(self.func), name)
 
     def __repr__(self) -> str:
-        return f"<bound sf.jit_method {_qualname(_owner(self.func).fn)} of {self.args[0]!r}>"
+        return f"<bound sf.jit_method {qualname(_owner(self.func).fn)} of {self.args[0]!r}>"
 
 
 def _owner(call: Any) -> JitFunction:
@@ -308,71 +313,6 @@ jax.tree_util.register_pytree_with_keys(
     lambda func, children: BoundMethod(func, *children),
     flatten_func=lambda b: ((b.args[0],), b.func),
 )
-
-
-def _qualname(fn: Any) -> str:
-    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
-
-
-def _positional(fn: Callable) -> tuple[list[str], dict[str, inspect.Parameter], bool, bool]:
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return [], {}, True, True
-    kinds = inspect.Parameter
-    positional = [p.name for p in params.values() if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
-    var_pos = any(p.kind is kinds.VAR_POSITIONAL for p in params.values())
-    var_kw = any(p.kind is kinds.VAR_KEYWORD for p in params.values())
-    return positional, dict(params), var_pos, var_kw
-
-
-def _as_tuple(value: Any, kind: type) -> tuple:
-    if value is None:
-        return ()
-    return (value,) if isinstance(value, kind) else tuple(value)
-
-
-def _resolve_static(fn: Callable, jit_kwargs: dict) -> tuple[list[str], frozenset, frozenset]:
-    """Both ways of naming static arguments, resolved against the signature, checked."""
-    name = _qualname(fn)
-    positional, params, var_pos, var_kw = _positional(fn)
-    nums = []
-    for n in _as_tuple(jit_kwargs.get("static_argnums"), int):
-        if not isinstance(n, int):
-            raise TypeError(f"{name}: static_argnums must be ints, got {n!r}.")
-        if n < 0 and not var_pos:
-            n += len(positional)
-        if n < 0 or (n >= len(positional) and not var_pos):
-            raise TypeError(
-                f"{name}: static_argnums={n} is out of range: it takes {len(positional)} "
-                f"positional argument(s) ({', '.join(positional) or 'none'})."
-            )
-        nums.append(n)
-    names = list(_as_tuple(jit_kwargs.get("static_argnames"), str))
-    for n in names:
-        if n not in params and not var_kw:
-            raise TypeError(
-                f"{name}: static_argnames names {n!r}, which is not one of its parameters "
-                f"({', '.join(params) or 'none'}). Fix the name, or add the parameter."
-            )
-    kinds = inspect.Parameter
-    static_pos = set(nums) | {positional.index(n) for n in names if n in positional}
-    static_names = set(names) | {
-        positional[i] for i in nums
-        if i < len(positional) and params[positional[i]].kind is kinds.POSITIONAL_OR_KEYWORD
-    }
-    return positional, frozenset(static_pos), frozenset(static_names)
-
-
-def _resolve_donation(fn: Callable, jit_kwargs: dict) -> dict:
-    """``donate_argnames`` of positional parameters become positions (JAX sees ``*args``)."""
-    names = _as_tuple(jit_kwargs.get("donate_argnames"), str)
-    if not names:
-        return {}
-    positional = _positional(fn)[0]
-    nums = set(_as_tuple(jit_kwargs.get("donate_argnums"), int))
-    nums |= {positional.index(n) for n in names if n in positional}
-    return {"donate_argnums": tuple(sorted(nums)), "donate_argnames": tuple(names)}
 
 
 def _split_in_shardings(in_shardings: Any, layout: dict[int, Any], static_pos: frozenset) -> Any:
@@ -423,10 +363,10 @@ def jit_method(fn: Callable | None = None, /, *, max_compiles: int | None = None
         )
     if not callable(fn):
         raise TypeError(f"@sf.jit_method decorates a method, got {type(fn).__name__}.")
-    positional = _positional(fn)[0]
-    if not positional and not getattr(fn, "__wrapped__", None):
+    params = signature_parts(fn)[0]
+    if not params and not getattr(fn, "__wrapped__", None):
         raise TypeError(
-            f"@sf.jit_method: {_qualname(fn)} takes no positional `self` parameter, so it is "
+            f"@sf.jit_method: {qualname(fn)} takes no positional `self` parameter, so it is "
             "not a method. Use sf.jit for free functions."
         )
     return JitMethod(JitFunction(fn, jit_kwargs, max_compiles, method=True))

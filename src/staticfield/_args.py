@@ -1,0 +1,76 @@
+"""Resolving ``jax.jit``'s argument options against a function's signature.
+
+``static_argnums``/``static_argnames`` and ``donate_argnames`` are resolved once, at
+decoration, into positions and names, and checked, so that a wrong name fails
+when the function is wrapped, with a message that lists the real parameters.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable
+
+
+def qualname(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+def signature_parts(fn: Callable) -> tuple[list[str], dict[str, inspect.Parameter], bool, bool]:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return [], {}, True, True
+    kinds = inspect.Parameter
+    positional = [p.name for p in params.values() if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
+    var_pos = any(p.kind is kinds.VAR_POSITIONAL for p in params.values())
+    var_kw = any(p.kind is kinds.VAR_KEYWORD for p in params.values())
+    return positional, dict(params), var_pos, var_kw
+
+
+def _as_tuple(value: Any, kind: type) -> tuple:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, kind) else tuple(value)
+
+
+def resolve_static(fn: Callable, jit_kwargs: dict) -> tuple[list[str], frozenset, frozenset]:
+    """Both ways of naming static arguments, resolved against the signature, checked."""
+    name = qualname(fn)
+    positional, params, var_pos, var_kw = signature_parts(fn)
+    nums = []
+    for n in _as_tuple(jit_kwargs.get("static_argnums"), int):
+        if not isinstance(n, int):
+            raise TypeError(f"{name}: static_argnums must be ints, got {n!r}.")
+        if n < 0 and not var_pos:
+            n += len(positional)
+        if n < 0 or (n >= len(positional) and not var_pos):
+            raise TypeError(
+                f"{name}: static_argnums={n} is out of range: it takes {len(positional)} "
+                f"positional argument(s) ({', '.join(positional) or 'none'})."
+            )
+        nums.append(n)
+    names = list(_as_tuple(jit_kwargs.get("static_argnames"), str))
+    for n in names:
+        if n not in params and not var_kw:
+            raise TypeError(
+                f"{name}: static_argnames names {n!r}, which is not one of its parameters "
+                f"({', '.join(params) or 'none'}). Fix the name, or add the parameter."
+            )
+    kinds = inspect.Parameter
+    static_pos = set(nums) | {positional.index(n) for n in names if n in positional}
+    static_names = set(names) | {
+        positional[i] for i in nums
+        if i < len(positional) and params[positional[i]].kind is kinds.POSITIONAL_OR_KEYWORD
+    }
+    return positional, frozenset(static_pos), frozenset(static_names)
+
+
+def resolve_donation(fn: Callable, jit_kwargs: dict) -> dict:
+    """``donate_argnames`` of positional parameters become positions (JAX sees ``*args``)."""
+    names = _as_tuple(jit_kwargs.get("donate_argnames"), str)
+    if not names:
+        return {}
+    positional = signature_parts(fn)[0]
+    nums = set(_as_tuple(jit_kwargs.get("donate_argnums"), int))
+    nums |= {positional.index(n) for n in names if n in positional}
+    return {"donate_argnums": tuple(sorted(nums)), "donate_argnames": tuple(names)}
