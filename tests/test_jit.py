@@ -378,6 +378,6 @@ def test_sf_jit_on_a_method_binds_self_like_jax_jit():
         def f(self, y):
             return self.x * y * self.k
 
-    np.testing.assert_allclose(P(jnp.ones(2)).f(jnp.full(2, 3.0)), [3.0, 3.0])
+    np.testing.assert_allclose(P(jnp.ones(2)).f(jnp.full(2, 3.0, jnp.float32)), [3.0, 3.0])
     P(jnp.zeros(2)).f(jnp.ones(2))
     assert P.f.compile_count == 1
