@@ -32,7 +32,7 @@ class Model:
 def _model() -> Model:
     layers = (
         Layer(jnp.arange(6.0).reshape(2, 3), jnp.ones(3, jnp.bfloat16)),
-        Layer(jnp.full((3, 1), 0.5), jnp.zeros(1), act="relu"),
+        Layer(jnp.full((3, 1), 0.5, jnp.float32), jnp.zeros(1), act="relu"),
     )
     return Model(
         layers,

@@ -33,7 +33,7 @@ class Model:
 def _model() -> Model:
     layers = (
         Layer(jnp.arange(6.0).reshape(2, 3), jnp.ones(3, jnp.bfloat16)),
-        Layer(jnp.full((3, 1), 0.5), jnp.zeros(1), act="relu"),
+        Layer(jnp.full((3, 1), 0.5, jnp.float32), jnp.zeros(1), act="relu"),
     )
     return Model(
         layers,
@@ -99,3 +99,16 @@ def test_pytree_checkpointer_round_trip(tmp_path):
         tmp_path / "ckpt", args=ocp.args.PyTreeRestore(item=model, restore_args=restore_args)
     )
     assert restored == model
+
+
+def test_weak_typed_leaf_comes_back_strong(tmp_path):
+    """A checkpoint stores dtypes, not weak types: a weak-typed leaf restores strong, and == tells them apart."""
+    model = Layer(jnp.full((2,), 0.5), jnp.zeros(2))  # a Python-scalar fill value: weak f32
+    assert model.w.weak_type
+    with ocp.StandardCheckpointer() as ckptr:
+        ckptr.save(tmp_path / "ckpt", model)
+        ckptr.wait_until_finished()
+        restored = ckptr.restore(tmp_path / "ckpt", model)
+    assert not restored.w.weak_type and restored.w.dtype == model.w.dtype
+    assert restored != model  # as for jit, which would compile a new program for it
+    assert restored == Layer(jnp.full((2,), 0.5, jnp.float32), jnp.zeros(2))
