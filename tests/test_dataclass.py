@@ -654,7 +654,7 @@ def test_unknown_option_refused():
 
 
 def test_init_false_option_keeps_user_init_absent():
-    """``init=False`` generates no __init__ (construction falls back to the base's)."""
+    """``init=False`` generates no __init__ for the class."""
 
     @sf.dataclass(init=False)
     class N:
