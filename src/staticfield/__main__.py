@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import Sequence
 
@@ -72,7 +73,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.exit(2, f"{parser.prog} demo: unknown example {', '.join(map(repr, unknown))}; "
                        f"choose from {', '.join(EXAMPLES)}\n")
-    demo(args.names)
+    try:
+        demo(args.names)
+    except BrokenPipeError:  # `... demo | head`: stop quietly, as other CLI tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return 0
 
 
