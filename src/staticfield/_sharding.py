@@ -72,7 +72,9 @@ def shard(obj: T, mesh: Any) -> T:
     return jax.device_put(obj, shardings(obj, mesh))
 
 
-def _collect(x: Any, spec: Any, path: str, mesh: Any, cache: dict, out: list) -> None:
+def _collect(
+    x: Any, spec: Any, path: str, mesh: Any, cache: dict[Any, NamedSharding], out: list[Any]
+) -> None:
     """Append one NamedSharding per leaf of ``x``, in ``tree_flatten`` order."""
     if is_instance(x):
         s = spec_of(x)
@@ -81,15 +83,17 @@ def _collect(x: Any, spec: Any, path: str, mesh: Any, cache: dict, out: list) ->
             own = sharding_of(s.by_name[name])
             _collect(d[name], spec if own is None else own, f"{path}.{name}", mesh, cache, out)
         return
-    kids, td = jax.tree_util.tree_flatten_with_path(x, is_leaf=lambda y: y is not x)
-    if td.num_leaves == 1 and td.num_nodes == 1:  # a leaf (None is a node with no leaves)
+    kids = jax.tree_util.tree_flatten_with_path(x, is_leaf=lambda y: y is not x)[0]
+    if len(kids) == 1 and not kids[0][0]:  # a leaf is its own only child, at the empty path
         out.append(_sharding_for(x, spec, path, mesh, cache))
         return
     for key, child in kids:
         _collect(child, spec, path + jax.tree_util.keystr(key), mesh, cache, out)
 
 
-def _sharding_for(leaf: Any, spec: Any, path: str, mesh: Any, cache: dict) -> NamedSharding:
+def _sharding_for(
+    leaf: Any, spec: Any, path: str, mesh: Any, cache: dict[Any, NamedSharding]
+) -> NamedSharding:
     shape = tuple(leaf.shape) if hasattr(leaf, "shape") else np.shape(leaf)
     check_spec(spec, shape, path, mesh)
     try:
@@ -99,7 +103,7 @@ def _sharding_for(leaf: Any, spec: Any, path: str, mesh: Any, cache: dict) -> Na
         return sharding
 
 
-def check_spec(spec: Any, shape: tuple, path: str, mesh: Any) -> None:
+def check_spec(spec: Any, shape: tuple[int, ...], path: str, mesh: Any) -> None:
     """Raise if ``spec`` cannot lay out an array of ``shape`` on ``mesh``; name ``path``."""
     if not isinstance(spec, PartitionSpec):
         raise TypeError(NOT_A_SPEC.format(path=path, spec=spec))

@@ -91,11 +91,11 @@ def stack(instances: Iterable[T]) -> T:
     columns = [leaves0]
     for j in range(1, len(objs)):
         leaves, td = jax.tree_util.tree_flatten(objs[j])
-        if td != treedef:
+        if td != treedef:  # type: ignore[operator]  # compares the static keys too
             raise ValueError(_explain_mismatch(first, objs[j], j))
         columns.append(leaves)
     stacked = [_stack_column(first, k, col) for k, col in enumerate(zip(*columns))]
-    return treedef.unflatten(stacked)
+    return jax.tree_util.tree_unflatten(treedef, stacked)
 
 
 def unstack(stacked: T) -> list[T]:
@@ -121,7 +121,7 @@ def unstack(stacked: T) -> list[T]:
         if n is None:
             n = shape[0]
     slices = [list(leaf) for leaf in leaves]
-    return [treedef.unflatten(parts) for parts in zip(*slices)]
+    return [jax.tree_util.tree_unflatten(treedef, parts) for parts in zip(*slices)]
 
 
 def _stack_column(first: Any, k: int, col: tuple) -> Any:
