@@ -420,12 +420,6 @@ def test_multihost_example_runs_as_two_processes(eight, tmp_path):
         assert float(m.group(1)) == pytest.approx(want, rel=1e-5, abs=1e-6)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="src/staticfield/_spec.py builds LEAF_OK with type(jax.numpy.zeros(())), which "
-    "starts the XLA backend at import; multi-host programs must then call "
-    "jax.distributed.initialize() before importing staticfield",
-)
 def test_import_does_not_start_the_backend():
     """Importing staticfield starts no XLA backend, so jax.distributed.initialize() may come after it."""
     code = (

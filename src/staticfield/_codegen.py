@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import linecache
+import sys
 from typing import Any, Callable
 
 import jax
@@ -157,15 +158,25 @@ def generate(spec: Spec, initvars: list[dataclasses.Field], make_init: bool) -> 
     lines = _pytree_lines(spec)
     if make_init:
         lines += ["", *_init_lines(spec, initvars, ns)]
-    source = "\n".join(lines) + "\n"
+    names = ["flatten", "flatten_with_keys", "unflatten"] + (["__init__"] if make_init else [])
+    # Like stdlib dataclasses: the functions are made by a factory whose parameters are
+    # the helpers (closures, fast to read), while their __globals__ is the class's module,
+    # so annotations in __init__ resolve there (beartype, jaxtyping, get_type_hints).
+    inner = "".join(f"    {line}\n" if line else "\n" for line in lines)
+    returned = ", ".join(f"{n!r}: {n}" for n in names)
+    source = f"def __sf_create__({', '.join(ns)}):\n{inner}    return {{{returned}}}\n"
     filename = f"<staticfield generated {spec.cls.__module__}.{spec.cls.__qualname__} #{next(_counter)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(source, filename, "exec"), ns)  # noqa: S102 - generated from field names
-    names = ["flatten", "flatten_with_keys", "unflatten"] + (["__init__"] if make_init else [])
-    out = {}
-    for name in names:
-        fn = ns[name]
+    module = sys.modules.get(spec.cls.__module__)
+    local: dict[str, Any] = {}
+    exec(compile(source, filename, "exec"), module.__dict__ if module else {}, local)  # noqa: S102
+    out = local["__sf_create__"](**ns)
+    for name, fn in out.items():
         fn.__source__ = source
         fn.__qualname__ = f"{spec.cls.__qualname__}.{name}"
-        out[name] = fn
+    if make_init:
+        annotations = {f.name: f.type for f in spec.fields if f.init}
+        annotations.update({f.name: f.type for f in initvars})
+        annotations["return"] = None
+        out["__init__"].__annotations__ = annotations
     return out

@@ -11,10 +11,10 @@ from typing import Any, Callable, TypeVar, overload
 import jax
 from typing_extensions import dataclass_transform
 
-from . import _errors, _instance
+from . import _display, _errors, _instance
 from ._codegen import generate
 from ._field import CONVERTER, SHARDING, STATIC, annotation_is_static, field, static
-from ._spec import INITIALIZING, KEY_ATTR, SPEC_ATTR, Spec, bad_subclass, finish
+from ._spec import INITIALIZING, KEY_ATTR, SPEC_ATTR, Spec, bad_subclass, finish, register
 
 C = TypeVar("C", bound=type)
 
@@ -90,7 +90,6 @@ def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_arg
     spec = Spec(cls, check=check, custom_init=user_init is not None)
     make_init = init and user_init is None
     generated = generate(spec, initvars, make_init)
-    spec.unflatten = generated["unflatten"]
     setattr(cls, SPEC_ATTR, spec)
     if make_init:
         cls.__init__ = generated["__init__"]  # type: ignore[misc]
@@ -100,6 +99,8 @@ def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_arg
     methods = dict(_instance.METHODS)
     if repr:
         methods["__repr__"] = _instance.__repr__
+        methods["_repr_pretty_"] = _display._repr_pretty_
+        methods["__treescope_repr__"] = _display.__treescope_repr__
     if eq:
         methods.update(_instance.EQ_METHODS)
     for name, fn in methods.items():
@@ -107,12 +108,7 @@ def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_arg
             setattr(cls, name, fn)
     if not hasattr(cls, "replace") and "replace" not in spec.name_set:
         cls.replace = _instance._replace_method  # type: ignore[attr-defined]
-    jax.tree_util.register_pytree_with_keys(
-        cls,
-        generated["flatten_with_keys"],
-        generated["unflatten"],
-        flatten_func=generated["flatten"],
-    )
+    register(spec, generated)
     return cls
 
 

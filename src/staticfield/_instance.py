@@ -14,7 +14,7 @@ import jax
 import numpy as np
 
 from . import _errors
-from ._spec import INITIALIZING, KEY_ATTR, SPEC_ATTR, Spec, bad_subclass, spec_of
+from ._spec import INITIALIZING, KEY_ATTR, SPEC_ATTR, Spec, bad_subclass, ensure_registered, spec_of
 
 T = TypeVar("T")
 
@@ -158,6 +158,7 @@ def __getstate__(self: Any) -> dict[str, Any]:
 
 def __setstate__(self: Any, state: dict[str, Any]) -> None:
     spec: Spec = type(self).__dict__[SPEC_ATTR]
+    ensure_registered(type(self))  # a class cloudpickle rebuilt in a new process
     d = self.__dict__
     d.update(state)
     for name in spec.static_names:  # e.g. unpickled NumPy arrays come back writeable

@@ -8,6 +8,7 @@ instance after a custom ``__init__`` or ``__post_init__`` assigned its fields.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from typing import Any
 
 import jax
@@ -20,8 +21,16 @@ from ._freeze import ATOMIC, StaticKey, freeze
 SPEC_ATTR = "__staticfield_spec__"
 KEY_ATTR = "_staticfield_key"
 
+try:  # the concrete jax.Array type; looked up without creating an array, which would
+    # start the XLA backend at import (jax.distributed.initialize must come first).
+    from jax._src.array import ArrayImpl as _ArrayImpl
+
+    _ARRAY_TYPES: tuple[type, ...] = (_ArrayImpl,)
+except ImportError:  # pragma: no cover - a JAX without that module: isinstance still works
+    _ARRAY_TYPES = ()
+
 # Leaf types accepted in dynamic fields without a closer look.
-LEAF_OK = frozenset({np.ndarray, float, int, bool, complex, type(None), type(jax.numpy.zeros(()))})
+LEAF_OK = frozenset({np.ndarray, float, int, bool, complex, type(None), *_ARRAY_TYPES})
 _LEAF_CLASSES = (jax.Array, np.ndarray, np.generic, bool, int, float, complex, jax.ShapeDtypeStruct)
 
 # ids of instances whose custom __init__ / __post_init__ is running: they may set fields.
@@ -43,7 +52,9 @@ class Spec:
         self.check = check
         self.custom_init = custom_init
         self.by_name = {f.name: f for f in self.fields}
-        self.unflatten: Any = None  # the generated unflatten, set by the decorator
+        self.unflatten: Any = None  # the generated pytree functions, set by register()
+        self.flatten: Any = None
+        self.flatten_with_keys: Any = None
         self.constant_key = (
             None if self.static_names else StaticKey(cls, (), (), KEY_ATTR)
         )
@@ -68,6 +79,28 @@ class Spec:
         elif self.check and value.__class__ not in LEAF_OK:
             check_dynamic(self.cls, name, value)
         obj.__dict__[name] = value
+
+
+_REGISTERED: weakref.WeakSet[type] = weakref.WeakSet()
+
+
+def register(spec: Spec, generated: dict[str, Any]) -> None:
+    """Register ``spec.cls`` with JAX as a pytree with ``GetAttrKey`` keys."""
+    spec.flatten = generated["flatten"]
+    spec.flatten_with_keys = generated["flatten_with_keys"]
+    spec.unflatten = generated["unflatten"]
+    ensure_registered(spec.cls)
+
+
+def ensure_registered(cls: type) -> None:
+    """Register a class once; also for a class rebuilt by value (cloudpickle in a new process)."""
+    if cls in _REGISTERED:
+        return
+    spec: Spec = cls.__dict__[SPEC_ATTR]
+    jax.tree_util.register_pytree_with_keys(
+        cls, spec.flatten_with_keys, spec.unflatten, flatten_func=spec.flatten
+    )
+    _REGISTERED.add(cls)
 
 
 def spec_of(cls_or_obj: Any, what: str = "this function") -> Spec:

@@ -110,10 +110,6 @@ def test_cloudpickle_class_defined_in_a_function():
     assert cls_back(jnp.ones(2)).n == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a class rebuilt by cloudpickle in a fresh process is not registered as a pytree",
-)
 def test_cloudpickle_local_class_in_a_fresh_process_is_a_pytree():
     """A cloudpickled local class loads in a fresh process as a pytree, with field names as keys."""
     cls = _make_local_class()
