@@ -399,3 +399,20 @@ def test_not_a_staticfield_dataclass(fn):
     name = fn.__name__
     with pytest.raises(TypeError, match=rf"sf\.{name} expects an @sf\.dataclass class or instance, got .*Plain\. Decorate"):
         fn(Plain())
+
+
+def test_undecorated_subclass_that_skips_super_init_gets_the_decorate_error():
+    """repr/==/hash of an undecorated subclass (own __init__, no super call) name it and the fix."""
+
+    @sf.dataclass
+    class Base:
+        x: int = sf.static(default=1)
+
+    class Sub(Base):
+        def __init__(self):
+            pass
+
+    obj = Sub()
+    for action in (repr, hash, lambda o: o == o.__class__()):
+        with pytest.raises(TypeError, match=r"Sub subclasses the staticfield dataclass .*Base but is not decorated itself.*Decorate it with @sf\.dataclass"):
+            action(obj)

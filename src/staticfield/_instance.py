@@ -76,7 +76,7 @@ def __eq__(self: Any, other: Any) -> Any:
         return NotImplemented
     if self is other:
         return True
-    spec: Spec = type(self).__dict__[SPEC_ATTR]
+    spec = spec_of(self)
     if spec.key_of(self) != spec.key_of(other):
         return False
     d, e = self.__dict__, other.__dict__
@@ -92,7 +92,7 @@ def __eq__(self: Any, other: Any) -> Any:
 
 
 def __hash__(self: Any) -> int:
-    spec: Spec = type(self).__dict__[SPEC_ATTR]
+    spec = spec_of(self)
     d = self.__dict__
     leaves, treedef = jax.tree_util.tree_flatten([d[n] for n in spec.dynamic_names])
     return hash((spec.key_of(self), treedef, tuple(_leaf_sig(leaf) for leaf in leaves)))
@@ -135,7 +135,7 @@ def _summarize(value: Any) -> str:
 
 @reprlib.recursive_repr()
 def __repr__(self: Any) -> str:
-    spec: Spec = type(self).__dict__[SPEC_ATTR]
+    spec = spec_of(self)
     d = self.__dict__
     parts = []
     for f in spec.fields:
@@ -151,13 +151,13 @@ def __repr__(self: Any) -> str:
 
 
 def __getstate__(self: Any) -> dict[str, Any]:
-    spec: Spec = type(self).__dict__[SPEC_ATTR]
+    spec = spec_of(self)
     d = self.__dict__
     return {n: d[n] for n in spec.names}
 
 
 def __setstate__(self: Any, state: dict[str, Any]) -> None:
-    spec: Spec = type(self).__dict__[SPEC_ATTR]
+    spec = spec_of(self)
     ensure_registered(type(self))  # a class cloudpickle rebuilt in a new process
     d = self.__dict__
     d.update(state)
