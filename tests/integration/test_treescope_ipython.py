@@ -135,3 +135,21 @@ def test_treescope_renders_without_error_even_without_hooks():
     text = treescope.render_to_text(_layer())
     for name in ("w=", "b=", "act=", "sizes="):
         assert name in text
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="@sf.dataclass adds _repr_pretty_ even when the class defines its own __repr__",
+)
+def test_a_class_with_its_own_repr_keeps_it_in_ipython():
+    """A class that writes its own __repr__ is shown with it by IPython too, not with the field layout."""
+
+    @sf.dataclass
+    class Custom:
+        w: jax.Array
+        n: sf.Static[int] = 1
+
+        def __repr__(self):
+            return "Custom<mine>"
+
+    assert pretty.pretty(Custom(jnp.ones(2))) == "Custom<mine>"
