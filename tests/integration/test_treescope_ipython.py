@@ -40,14 +40,6 @@ class Quiet:
     secret: str = sf.static(default="hidden", repr=False)
 
 
-_WIRED = "_repr_pretty_" in vars(Layer) and "__treescope_repr__" in vars(Layer)
-needs_display_hooks = pytest.mark.xfail(
-    not _WIRED,
-    strict=True,
-    reason="@sf.dataclass does not yet add the _display hooks (_repr_pretty_, __treescope_repr__)",
-)
-
-
 def _layer() -> Layer:
     return Layer(jnp.ones((2, 3)), jnp.zeros(3))
 
@@ -66,19 +58,16 @@ def test_repr_names_fields_and_summarises_arrays():
     assert repr(_layer()) == "Layer(w=f32[2,3], b=f32[3], act='tanh', sizes=(2, 3))"
 
 
-@needs_display_hooks
 def test_ipython_pretty_marks_static_fields():
     """IPython's pretty printer puts one field per line and marks each static field."""
     assert pretty.pretty(_layer()) == LAYER_TEXT
 
 
-@needs_display_hooks
 def test_ipython_display_formatter_uses_the_hook():
     """The plain-text formatter a notebook or the IPython shell uses shows the same text."""
     assert formatters.PlainTextFormatter()(_layer()) == LAYER_TEXT
 
 
-@needs_display_hooks
 def test_ipython_pretty_nests_instances_in_containers():
     """Nested instances inside tuples and dicts keep their layout and static marks."""
     net = Net((_layer(),), {"step": jnp.int32(1)})
@@ -96,7 +85,6 @@ def test_ipython_pretty_nests_instances_in_containers():
     )
 
 
-@needs_display_hooks
 def test_ipython_pretty_without_static_fields_fits_one_line():
     """A class with no static fields prints like its repr when it fits, and wraps when it does not."""
     assert pretty.pretty(Point(jnp.ones(2), 1.0)) == "Point(x=f32[2], y=1.0)"
@@ -110,7 +98,6 @@ def test_ipython_pretty_respects_repr_false():
     assert "secret" not in text and "w=f32[1]" in text
 
 
-@needs_display_hooks
 def test_treescope_text_marks_static_fields():
     """treescope's text rendering names every field and marks the static ones."""
     text = treescope.render_to_text(Net((_layer(),), {"step": jnp.int32(1)}))
@@ -122,7 +109,6 @@ def test_treescope_text_marks_static_fields():
     assert "# static" not in text.split("act=")[0]  # dynamic fields carry no mark
 
 
-@needs_display_hooks
 def test_treescope_html_marks_static_fields():
     """treescope's HTML rendering (what a notebook shows) contains the field names and the static marks."""
     html = treescope.render_to_html(_layer(), compressed=False)
