@@ -12,7 +12,10 @@ import tempfile
 from typing import Sequence
 
 CASES = ("dispatch", "variants", "fields", "stack")
-RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS_DIR = os.path.join(HERE, "results")
+DOC_PAGE = os.path.join(os.path.dirname(HERE), "docs", "performance.md")
+DOC_ASSETS = os.path.join(os.path.dirname(HERE), "docs", "assets", "benchmarks")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -23,7 +26,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--smoke", action="store_true",
                    help="run every case once with tiny counts (the figures mean nothing)")
     p.add_argument("--out", default=None,
-                   help=f"output folder (default: {RESULTS_DIR}; a new temporary folder with --smoke)")
+                   help=f"output folder (default: {RESULTS_DIR} for a full run, which also "
+                        "updates docs/performance.md; a new temporary folder with --smoke or --only)")
     p.add_argument("--only", choices=CASES, action="append",
                    help="run only this case group (repeatable)")
     p.add_argument("--rounds", type=int, default=None, help="interleaved rounds per measurement")
@@ -50,10 +54,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="staticfield-bench-") as tmp:
         if not args.smoke and not args.no_compile_cache:
             _enable_compile_cache(os.path.join(tmp, "xla-cache"))
-        out = args.out or (tempfile.mkdtemp(prefix="staticfield-smoke-") if args.smoke else RESULTS_DIR)
+        full = not args.smoke and not args.only
+        out = args.out or (RESULTS_DIR if full else tempfile.mkdtemp(prefix="staticfield-bench-"))
+        docs = (DOC_PAGE, DOC_ASSETS) if full and out == RESULTS_DIR and os.path.exists(DOC_PAGE) else None
         from ._run import run
 
-        status = run(args, out)
+        status = run(args, out, docs)
     return status
 
 

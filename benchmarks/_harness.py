@@ -6,7 +6,8 @@ the contender returns arrays), rotating which contender goes first, and a
 contender's figure is the minimum over rounds of its per-call time. Interleaving
 spreads background load over all contenders instead of charging it to whichever
 happened to run while another process was busy; the minimum is the least noisy
-estimate of what a call costs.
+estimate of what a call costs. The garbage collector is off while timing, as in
+``timeit``.
 
 A contender may carry a trace counter (a one-element list the traced function
 bumps at trace time). ``measure`` checks that it does not move while timing, so
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import gc
 import os
 import platform
 import sys
@@ -26,6 +28,8 @@ from typing import Any, Callable
 import jax
 
 _ns = time.perf_counter_ns
+CALIBRATE_BATCH_S = 0.001   # grow the calibration batch until it takes this long
+CALIBRATE_REPEATS = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,18 +128,25 @@ def _batch(fn: Callable[[], Any], number: int, block: bool) -> int:
 
 
 def _calibrate(c: Contender, cfg: Config) -> int:
-    """Calls per batch so that one batch takes about ``cfg.batch_s``."""
+    """Calls per batch so that one batch takes about ``cfg.batch_s``.
+
+    The per-call estimate is the minimum of a few batches: one batch slowed down
+    by another process must not shrink the batch size, since a batch of one or
+    two calls would add the cost of blocking to every call.
+    """
     if cfg.batch_s <= 0:
         return cfg.max_number
     number = 1
     while True:
         elapsed = _batch(c.fn, number, c.block) / 1e9
-        if elapsed >= cfg.batch_s / 4 or number >= cfg.max_number:
+        if elapsed >= CALIBRATE_BATCH_S or number >= cfg.max_number:
             break
-        number *= 4
-    if elapsed <= 0:
+        number = min(cfg.max_number, number * 4)
+    per_call = min([elapsed / number] + [_batch(c.fn, number, c.block) / 1e9 / number
+                                         for _ in range(CALIBRATE_REPEATS)])
+    if per_call <= 0:
         return cfg.max_number
-    return max(1, min(cfg.max_number, int(number * cfg.batch_s / elapsed)))
+    return max(1, min(cfg.max_number, int(cfg.batch_s / per_call)))
 
 
 def measure(contenders: list[Contender], cfg: Config, results: Results,
@@ -145,14 +156,21 @@ def measure(contenders: list[Contender], cfg: Config, results: Results,
     for c in contenders:  # warm up: compile, fill caches
         for _ in range(3):
             _batch(c.fn, 1, c.block)
-    numbers = {c.name: _calibrate(c, cfg) for c in contenders}
     before = {c.name: c.traces[0] for c in contenders if c.traces is not None}
     best = {c.name: float("inf") for c in contenders}
-    for r in range(rounds):
-        k = r % len(contenders)
-        for c in contenders[k:] + contenders[:k]:
-            n = numbers[c.name]
-            best[c.name] = min(best[c.name], _batch(c.fn, n, c.block) / n / 1e3)
+    gc.collect()
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # like timeit: a collection would land on whichever contender runs
+    try:
+        numbers = {c.name: _calibrate(c, cfg) for c in contenders}
+        for r in range(rounds):
+            k = r % len(contenders)
+            for c in contenders[k:] + contenders[:k]:
+                n = numbers[c.name]
+                best[c.name] = min(best[c.name], _batch(c.fn, n, c.block) / n / 1e3)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     for c in contenders:
         if c.traces is not None and c.traces[0] != before[c.name]:
             results.note(

@@ -8,7 +8,7 @@ import time
 
 from . import dispatch, fields, stacking, variants
 from ._harness import Config, Results, load_average, machine
-from ._report import write
+from ._report import update_docs, write
 from ._targets import evaluate
 
 RUNNERS = {
@@ -19,7 +19,8 @@ RUNNERS = {
 }
 
 
-def run(args: argparse.Namespace, out_dir: str) -> int:
+def run(args: argparse.Namespace, out_dir: str, docs: tuple[str, str] | None = None) -> int:
+    """Run, write the report into ``out_dir``; with ``docs=(page, assets)`` update the docs too."""
     cfg = Config.smoke_config() if args.smoke else Config()
     if args.rounds:
         cfg = dataclasses.replace(cfg, rounds=args.rounds)
@@ -33,6 +34,9 @@ def run(args: argparse.Namespace, out_dir: str) -> int:
     info["run time"] = f"{elapsed:.0f} s"
     targets = evaluate(results)
     paths = write(results, targets, info, out_dir)
+    if docs is not None:
+        pngs = [p for p in paths if p.endswith(".png")]
+        paths += update_docs(docs[0], docs[1], results, targets, info, pngs)
     print()
     print(f"wrote {', '.join(paths)}")
     print(f"run time {elapsed:.0f} s, load average at end {load_average()}")

@@ -53,12 +53,17 @@ def test_every_case_group_measures_staticfield(smoke):
 
 
 def test_every_case_group_has_a_reference(smoke):
-    """Every measured group also has the plain-JAX or plain-Python figure it is compared with."""
+    """Every group has the figure it is compared with (plain JAX, or one cached variant)."""
     _, _, data = smoke
     baseline = _groups(data, "baseline") | {
         row["group"] for row in data["rows"] if row["name"] == "register_dataclass (native)"
     }
-    assert {row["group"] for row in data["rows"]} <= baseline
+    variant_groups = {"variants", "variants_one"}
+    assert {row["group"] for row in data["rows"]} - variant_groups <= baseline
+    pairs = {(row["group"], row["param"], row["name"]) for row in data["rows"]}
+    for group, param, name in pairs:
+        if group == "variants":
+            assert ("variants_one", param, name) in pairs
 
 
 def test_jit_figures_are_verified_cache_hits(smoke):
@@ -122,3 +127,25 @@ def test_a_missing_anchor_is_skipped_with_a_note():
     assert _harness.optional(results, "some anchor", build) is None
     assert results.notes and "some anchor" in results.notes[0]
     assert "not_an_installed_anchor" in results.notes[0]
+
+
+def test_docs_block_is_regenerated_and_the_rest_of_the_page_kept(smoke, tmp_path):
+    """update_docs replaces only the marked block, and the page shows the copied plots."""
+    from benchmarks import _report
+
+    _, out, _ = smoke
+    page = tmp_path / "performance.md"
+    page.write_text(f"# Intro\n\nkept\n\n{_report.DOC_START}\nold figures\n{_report.DOC_END}\n\nafter\n")
+    results = _harness.Results(_harness.Config.smoke_config())
+    results.add("flatten", 8, {"sf.dataclass": 1.0}, {"sf.dataclass": "ours"})
+    pngs = [str(p) for p in out.glob("*.png")]
+    written = _report.update_docs(str(page), str(tmp_path / "assets"), results,
+                                  _targets.evaluate(results), {"cpu": "test"}, pngs)
+    text = page.read_text()
+    assert text.startswith("# Intro\n\nkept\n\n")
+    assert text.endswith(f"{_report.DOC_END}\n\nafter\n")
+    assert "old figures" not in text
+    assert "sf.dataclass" in text
+    assert "](assets/fields.png)" in text
+    assert all((tmp_path / "assets" / Path(png).name).exists() for png in pngs)
+    assert str(page) in written
