@@ -23,9 +23,10 @@ from ._args import qualname, resolve_donation, resolve_static, signature_parts
 from ._errors import RecompileError
 from ._explain import Recompile
 from ._freeze import keyable
-from ._spec import KEY_ATTR, SPEC_ATTR, Spec
+from ._spec import KEY_ATTR, SPEC_ATTR, SPECS, Spec
 
 logger = logging.getLogger("staticfield")
+_spec_get = SPECS.get
 
 _OWN_KWARGS = ("static_argnums", "static_argnames")
 
@@ -80,8 +81,15 @@ class JitFunction:
         self._names, self._static_pos, self._static_names = resolve_static(fn, jit_kwargs)
         self._jit_kwargs = {k: v for k, v in jit_kwargs.items() if k not in _OWN_KWARGS}
         self._jit_kwargs.update(resolve_donation(fn, self._jit_kwargs))
-        self._fast = method and not (self._static_pos or self._static_names)
-        self._call: Callable[..., Any] = self._make_fast_call() if self._fast else self._call_general
+        has_static = bool(self._static_pos or self._static_names)
+        self._fast = method and not has_static
+        self._call: Callable[..., Any] = (
+            self._make_fast_call() if self._fast
+            else self._call_general if (method or has_static)
+            else self._call_plain
+        )
+        if not (method or has_static):
+            self.__class__ = _PlainJitFunction  # __call__ is the plain path: one frame less
 
     # ----- hit paths -------------------------------------------------------------
     def _make_fast_call(self) -> Callable:
@@ -105,8 +113,8 @@ class JitFunction:
         for i, a in enumerate(args):
             if i in static_pos:
                 parts.append(self._static_key(a, self._arg_name(i)))
-            elif SPEC_ATTR in a.__class__.__dict__:
-                parts.append(a.__class__.__dict__[SPEC_ATTR].key_of(a))
+            elif a.__class__ in SPECS:
+                parts.append(SPECS[a.__class__].key_of(a))
             else:
                 if self._method and i == 0:
                     self._not_an_instance(a)
@@ -130,6 +138,30 @@ class JitFunction:
 
     def _call_general(self, *args: Any, **kwargs: Any) -> Any:
         jitted, dyn, kwargs = self._prepare(args, kwargs)
+        return jitted(*dyn, **kwargs)
+
+    def _call_plain(self, *args: Any, **kwargs: Any) -> Any:
+        """The hit path of ``sf.jit`` without static arguments: one lookup per argument."""
+        parts = []
+        for a in args:
+            spec = _spec_get(a.__class__)
+            if spec is None:
+                parts.append(None)
+            else:
+                try:
+                    parts.append(a.__dict__[KEY_ATTR])
+                except KeyError:
+                    parts.append(spec.key_of(a))
+        vkey = tuple(parts)
+        try:
+            jitted, getters = self._variants[vkey]
+        except KeyError:
+            jitted, getters = self._general_miss(vkey, args, parts)
+        if not getters:
+            return jitted(*args, **kwargs)
+        dyn = list(args)
+        for i, get in getters:
+            dyn[i] = get(args[i])
         return jitted(*dyn, **kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -269,6 +301,12 @@ class _RawKey:
 
     def __eq__(self, other: object) -> bool:
         return other.__class__ is _RawKey and self._hash == other._hash and self.part == other.part  # type: ignore[attr-defined]
+
+
+class _PlainJitFunction(JitFunction):
+    """An ``sf.jit`` without static arguments, whose ``__call__`` is the plain hit path."""
+
+    __call__ = JitFunction._call_plain
 
 
 class JitMethod(property):

@@ -82,6 +82,8 @@ class Spec:
 
 
 _REGISTERED: weakref.WeakSet[type] = weakref.WeakSet()
+# Every decorated class's spec by exact type: the jit hit path's one-lookup test.
+SPECS: dict[type, Spec] = {}
 
 
 def register(spec: Spec, generated: dict[str, Any]) -> None:
@@ -97,6 +99,7 @@ def ensure_registered(cls: type) -> None:
     if cls in _REGISTERED:
         return
     spec: Spec = cls.__dict__[SPEC_ATTR]
+    SPECS[cls] = spec
     jax.tree_util.register_pytree_with_keys(
         cls, spec.flatten_with_keys, spec.unflatten, flatten_func=spec.flatten
     )
