@@ -218,6 +218,9 @@ def plots(results: Results, out_dir: str) -> list[str]:
 
 
 _ANCHOR_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#17becf", "#bcbd22"]
+# One colour per library in every plot.
+_LIBRARY_COLORS = (("register_dataclass", "#1f77b4"), ("flax", "#ff7f0e"), ("eqx", "#2ca02c"),
+                   ("equinox", "#2ca02c"), ("jax_dataclasses", "#9467bd"))
 
 
 def _curves(ax: Any, results: Results, group: str, cfg_params: tuple[int, ...]) -> None:
@@ -226,7 +229,7 @@ def _curves(ax: Any, results: Results, group: str, cfg_params: tuple[int, ...]) 
     names: dict[str, str] = {}
     for r in results.select(group):
         names.setdefault(r.name, r.kind)
-    anchor_colors = iter(_ANCHOR_COLORS * 2)
+    spare_colors = iter(_ANCHOR_COLORS[4:] * 3)
     for name, kind in names.items():
         pts = [(p, results.get(group, p, name)) for p in cfg_params]
         pts = [(p, us) for p, us in pts if us is not None]
@@ -235,7 +238,8 @@ def _curves(ax: Any, results: Results, group: str, cfg_params: tuple[int, ...]) 
         elif kind == "baseline":
             style = {"color": _COLORS["baseline"], "linestyle": "--"}
         else:
-            style = {"color": next(anchor_colors)}
+            color = next((c for lib, c in _LIBRARY_COLORS if lib in name), None)
+            style = {"color": color or next(spare_colors)}
         ax.plot([p for p, _ in pts], [us for _, us in pts], marker="o", label=name, **style)
     ax.set_xscale("log")
     ax.set_xticks(list(cfg_params))
@@ -246,9 +250,10 @@ def _curves(ax: Any, results: Results, group: str, cfg_params: tuple[int, ...]) 
 
 
 def _log_y(ax: Any) -> None:
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.yaxis.set_minor_formatter(NullFormatter())
 
