@@ -112,6 +112,15 @@ class Results:
                 if r.group == group and (param is None or r.param == str(param))]
 
 
+def fmt_us(us: float) -> str:
+    """A figure in µs, with as many digits as it deserves."""
+    if us >= 1000:
+        return f"{us:,.0f}"
+    if us >= 100:
+        return f"{us:.0f}"
+    return f"{us:.2f}"
+
+
 def kinds(contenders: list[Contender]) -> dict[str, str]:
     return {c.name: c.kind for c in contenders}
 

@@ -34,7 +34,8 @@ class Target:
 
     def line(self) -> str:
         got = "n/a" if self.ratio is None else f"{self.ratio:.2f}"
-        return f"{self.status}  {self.label}: {got} (target {self.bound_text}){'  ' + self.detail if self.detail else ''}"
+        detail = f"  {self.detail}" if self.detail else ""
+        return f"{self.status}  {self.label}: {got} (target {self.bound_text}){detail}"
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:

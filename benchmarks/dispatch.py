@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 import staticfield as sf
 
@@ -245,6 +246,13 @@ def _equinox_bound() -> list[Contender]:
 # ---------------------------------------------------------------------- run
 
 
+def _same_answers(contenders: list[Contender]) -> None:
+    """Every contender must compute the same thing, or its figure means nothing."""
+    expected = np.asarray(contenders[0].fn())
+    for c in contenders[1:]:
+        np.testing.assert_allclose(np.asarray(c.fn()), expected, err_msg=c.name)
+
+
 def run(cfg: Config, results: Results) -> None:
     print("case 1: jit hit-path dispatch of a method call", flush=True)
     contenders: list[Contender] = _raw()
@@ -256,6 +264,7 @@ def run(cfg: Config, results: Results) -> None:
     contenders += optional(results, FLAX, _flax) or []
     contenders += optional(results, JDC, _jdc) or []
     contenders += optional(results, "equinox", _equinox) or []
+    _same_answers(contenders)
     results.add(DISPATCH, "", measure(contenders, cfg, results), kinds(contenders))
 
     print("case 2: a bound method passed as a pytree into a jitted function", flush=True)
@@ -263,4 +272,5 @@ def run(cfg: Config, results: Results) -> None:
     if has_jit():
         contenders.append(_ours_bound())
     contenders += optional(results, "equinox", _equinox_bound) or []
+    _same_answers(contenders)
     results.add(METHOD_PYTREE, "", measure(contenders, cfg, results), kinds(contenders))

@@ -112,7 +112,7 @@ def run(cfg: Config, results: Results) -> None:
                 by_op[op].append(contender)
         plain = _plain(k)
         by_op[CONSTRUCTION].append(
-            Contender(PLAIN, lambda plain=plain: plain(*values), "baseline", block=False)
+            Contender(PLAIN, lambda plain=plain, values=values: plain(*values), "baseline", block=False)
         )
         for op, contenders in by_op.items():
             measured = measure(contenders, cfg, results)

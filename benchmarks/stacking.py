@@ -43,11 +43,11 @@ def run(cfg: Config, results: Results) -> None:
     def by_hand() -> Params:
         return jax.tree.map(lambda *xs: jnp.stack(xs), *items)
 
-    expected = by_hand()
-    got = sf.stack(items)
-    if type(got) is not Params or jax.tree.structure(got) != jax.tree.structure(expected) or not all(
-        bool((x == y).all()) for x, y in zip(jax.tree.leaves(got), jax.tree.leaves(expected))
-    ):
+    expected, got = by_hand(), sf.stack(items)
+    same = type(got) is Params and jax.tree.structure(got) == jax.tree.structure(expected)
+    same = same and all(bool((x == y).all()) for x, y in zip(
+        jax.tree.leaves(got), jax.tree.leaves(expected), strict=True))
+    if not same:
         raise RuntimeError("sf.stack and the hand-written stack disagree")
     contenders = [
         Contender(OURS, lambda: sf.stack(items), "ours"),

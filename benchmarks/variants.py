@@ -172,7 +172,7 @@ def run(cfg: Config, results: Results) -> None:
     compile_s: dict[str, float] = {}
     for n in cfg.variants:
         contenders = []
-        for build, fam in zip(builders, families):
+        for build, fam in zip(builders, families, strict=True):
             t0 = time.perf_counter()
             fam.compile_up_to(n)
             compile_s[fam.name] = compile_s.get(fam.name, 0.0) + time.perf_counter() - t0

@@ -1,0 +1,120 @@
+"""The plots of a run (matplotlib, Agg backend): dispatch bars and scaling curves."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from . import dispatch, fields, variants
+from ._harness import Results, fmt_us
+
+_COLORS = {"ours": "#d62728", "anchor": "#1f77b4", "baseline": "#7f7f7f"}
+
+
+def plots(results: Results, out_dir: str) -> list[str]:
+    """Draw the PNGs; return their paths (none, with a note, without matplotlib)."""
+    try:
+        import matplotlib
+    except ImportError:
+        results.note("matplotlib is not installed: no plots (pip install -e '.[bench]')")
+        return []
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+
+    groups = [(g, t) for g, t in ((dispatch.DISPATCH, "1. jitted method call, cache hit"),
+                                  (dispatch.METHOD_PYTREE, "2. bound method as a pytree"))
+              if results.select(g)]
+    if groups:
+        heights = [max(1.5, 0.42 * len(results.select(g)) + 0.8) for g, _ in groups]
+        fig, axes = plt.subplots(len(groups), 1, figsize=(8, sum(heights)),
+                                 gridspec_kw={"height_ratios": heights}, squeeze=False)
+        for ax, (g, title) in zip(axes[:, 0], groups, strict=True):
+            rows = sorted(results.select(g), key=lambda r: -r.us)
+            ax.barh([r.name for r in rows], [r.us for r in rows],
+                    color=[_COLORS[r.kind] for r in rows])
+            for i, r in enumerate(rows):
+                ax.text(r.us, i, f" {fmt_us(r.us)}", va="center", fontsize=8)
+            ax.set_title(title, fontsize=10)
+            ax.set_xlabel("µs per call (lower is better)")
+            ax.set_xlim(0, max(r.us for r in rows) * 1.18)
+            ax.tick_params(axis="y", labelsize=8)
+        from matplotlib.patches import Patch
+
+        axes[0, 0].legend(handles=[Patch(color=c, label=k) for k, c in (
+            ("staticfield", _COLORS["ours"]), ("other libraries", _COLORS["anchor"]),
+            ("plain JAX", _COLORS["baseline"]))], fontsize=7, loc="lower right")
+        fig.tight_layout()
+        written.append(_save(fig, out_dir, "dispatch.png", plt))
+
+    if results.select(variants.VARIANTS):
+        fig, ax = plt.subplots(figsize=(7, 4.2))
+        _curves(ax, results, variants.VARIANTS, cfg_params=results.config.variants)
+        _log_y(ax)
+        ax.set_xlabel("cached static variants")
+        ax.set_ylabel("µs per call, slowest cached variant")
+        ax.set_title("3. cache-hit cost against cached variants", fontsize=10)
+        fig.tight_layout()
+        written.append(_save(fig, out_dir, "variants.png", plt))
+
+    ops = [op for op in (fields.FLATTEN, fields.UNFLATTEN, fields.CONSTRUCTION) if results.select(op)]
+    if ops:
+        fig, axes = plt.subplots(1, len(ops), figsize=(5 * len(ops), 4.2), squeeze=False)
+        for ax, op in zip(axes[0], ops, strict=True):
+            _curves(ax, results, op, cfg_params=results.config.field_counts)
+            _log_y(ax)
+            ax.set_xlabel("fields")
+            ax.set_ylabel("µs per call")
+            ax.set_title(f"4. {op}", fontsize=10)
+        fig.tight_layout()
+        written.append(_save(fig, out_dir, "fields.png", plt))
+    return written
+
+
+_ANCHOR_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#17becf", "#bcbd22"]
+# One colour per library in every plot.
+_LIBRARY_COLORS = (("register_dataclass", "#1f77b4"), ("flax", "#ff7f0e"), ("eqx", "#2ca02c"),
+                   ("equinox", "#2ca02c"), ("jax_dataclasses", "#9467bd"))
+
+
+def _curves(ax: Any, results: Results, group: str, cfg_params: tuple[int, ...]) -> None:
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    names: dict[str, str] = {}
+    for r in results.select(group):
+        names.setdefault(r.name, r.kind)
+    spare_colors = iter(_ANCHOR_COLORS[4:] * 3)
+    for name, kind in names.items():
+        pts = [(p, results.get(group, p, name)) for p in cfg_params]
+        pts = [(p, us) for p, us in pts if us is not None]
+        if kind == "ours":
+            style = {"color": _COLORS["ours"], "linewidth": 2.5, "zorder": 3}
+        elif kind == "baseline":
+            style = {"color": _COLORS["baseline"], "linestyle": "--"}
+        else:
+            color = next((c for lib, c in _LIBRARY_COLORS if lib in name), None)
+            style = {"color": color or next(spare_colors)}
+        ax.plot([p for p, _ in pts], [us for _, us in pts], marker="o", label=name, **style)
+    ax.set_xscale("log")
+    ax.set_xticks(list(cfg_params))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+
+
+def _log_y(ax: Any) -> None:
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _save(fig: Any, out_dir: str, name: str, plt: Any) -> str:
+    path = os.path.join(out_dir, name)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
