@@ -83,7 +83,7 @@ def test_kind_sharding():
     with jax.set_mesh(mesh):
         f(jax.device_put(jnp.ones(4), NamedSharding(mesh, P("x"))))
         f(jax.device_put(jnp.ones(4), NamedSharding(mesh, P())))
-    assert changes(f) == [("a", "sharding", "P('x',)", "P(None,)")]
+    assert changes(f) == [("a", "sharding", "P('x',) on mesh(x=1)", "P(None,) on mesh(x=1)")]
 
 
 def test_kind_static_arg():
@@ -230,3 +230,27 @@ def test_counters_on_instances_of_numpy_inputs():
     f(np.ones(2, np.float32))
     f(np.ones(3, np.float32))
     assert changes(f) == [("x", "shape", "f32[2]", "f32[3]")]
+
+
+def test_shape_and_weak_type_change_on_one_leaf_is_one_line():
+    """A leaf changing shape and weak type at once gives one change whose texts show both."""
+    f = sf.jit(lambda x: x)
+    f(jnp.ones(3))
+    f(1.0)
+    assert changes(f) == [("x", "shape", "f32[3]", "weak f32[]")]
+
+
+def test_structure_text_is_not_quoted():
+    """Structure changes print the tree structure as text, not as a quoted string."""
+    f = sf.jit(lambda d: 0)
+    f({"a": jnp.ones(1)})
+    f({"a": jnp.ones(1), "b": jnp.ones(1)})
+    assert changes(f) == [("d", "structure", "PyTreeDef({'a': *})", "PyTreeDef({'a': *, 'b': *})")]
+
+
+def test_static_argument_left_to_its_default():
+    """A static argument given once and left to its default once is a static_arg change."""
+    f = sf.jit(lambda x, normalize=False: x, static_argnames="normalize")
+    f(jnp.ones(1))
+    f(jnp.ones(1), normalize=True)
+    assert changes(f) == [("normalize", "static_arg", "(default)", "True")]

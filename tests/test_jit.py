@@ -381,3 +381,19 @@ def test_sf_jit_on_a_method_binds_self_like_jax_jit():
     np.testing.assert_allclose(P(jnp.ones(2)).f(jnp.full(2, 3.0, jnp.float32)), [3.0, 3.0])
     P(jnp.zeros(2)).f(jnp.ones(2))
     assert P.f.compile_count == 1
+
+
+def test_a_trace_that_fails_in_user_code_is_not_counted():
+    """An error raised while tracing the user's function leaves the counters untouched."""
+    bad = sf.jit(lambda x: x + None, max_compiles=1)
+    for _ in range(2):  # the retry shows the user's error again, not a budget error
+        with pytest.raises(TypeError, match="unsupported operand|NoneType"):
+            bad(jnp.ones(1))
+    assert bad.compile_count == 0 and bad.recompiles == []
+
+
+def test_bound_method_lower_binds_self():
+    """obj.method.lower(...) lowers with obj as self."""
+    Params, _ = make_params_class()
+    p = Params(jnp.ones(2))
+    assert "stablehlo" in p.apply.lower(jnp.ones(2)).as_text()

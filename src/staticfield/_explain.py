@@ -97,7 +97,8 @@ def _leaf_entry(leaf: Any) -> tuple:
     try:
         s = aval.sharding
         if not s.mesh.empty:
-            sharding = str(s.spec)
+            axes = ",".join(f"{name}={size}" for name, size in s.mesh.shape.items())
+            sharding = f"{s.spec} on mesh({axes})"
     except Exception:
         pass
     return ("leaf", tuple(aval.shape), aval.dtype, bool(getattr(aval, "weak_type", False)), sharding)
@@ -167,6 +168,8 @@ def _hint(old: Any, new: Any) -> str:
 
 
 def _entry_changes(path: str, old: tuple | None, new: tuple | None) -> list[Change]:
+    if (old is None and new[0] == "static_arg") or (new is None and old[0] == "static_arg"):
+        return [Change(path, "static_arg", _entry_text(old, "(default)"), _entry_text(new, "(default)"))]
     if old is None or new is None or old[0] != new[0]:
         return [Change(path, "structure", _entry_text(old), _entry_text(new))]
     kind = old[0]
@@ -179,28 +182,28 @@ def _entry_changes(path: str, old: tuple | None, new: tuple | None) -> list[Chan
     _, oshape, odtype, oweak, oshard = old
     _, nshape, ndtype, nweak, nshard = new
     changes = []
-    otext, ntext = _aval_text(oshape, odtype, False), _aval_text(nshape, ndtype, False)
+    otext, ntext = _aval_text(oshape, odtype, oweak), _aval_text(nshape, ndtype, nweak)
     if oshape != nshape:
         changes.append(Change(path, "shape", otext, ntext))
     if odtype != ndtype:
         changes.append(Change(path, "dtype", otext, ntext))
-    if oweak != nweak:
-        changes.append(Change(path, "weak_type", _aval_text(oshape, odtype, oweak), _aval_text(nshape, ndtype, nweak)))
+    if oweak != nweak and not changes:  # the texts above already show the weak type
+        changes.append(Change(path, "weak_type", otext, ntext))
     if oshard != nshard:
         changes.append(Change(path, "sharding", str(oshard), str(nshard)))
     return changes
 
 
-def _entry_text(entry: tuple | None) -> str:
+def _entry_text(entry: tuple | None, absent: str = "absent") -> str:
     if entry is None:
-        return "absent"
+        return absent
     kind = entry[0]
     if kind == "leaf":
         return _aval_text(entry[1], entry[2], entry[3])
     if kind == "class":
         return entry[1].__qualname__
-    if kind == "tree":
-        return short(entry[1], 80)
+    if kind == "tree":  # already text: clip it, do not quote it
+        return entry[1] if len(entry[1]) <= 80 else entry[1][:79] + "…"
     return short(entry[1])
 
 
@@ -226,13 +229,30 @@ def _drop_redundant(changes: list[Change]) -> list[Change]:
     ]
 
 
+def _distance(old: dict[str, tuple], new: dict[str, tuple]) -> int:
+    """How many things differ: one per differing static/structure entry, and one per
+    differing aspect (shape, dtype, weak type, sharding) of each leaf."""
+    d = 0
+    for path, entry in new.items():
+        prev = old.get(path)
+        if prev is None or prev[0] != entry[0]:
+            d += 1
+        elif entry[0] == "leaf":
+            d += sum(a != b for a, b in zip(prev[1:], entry[1:]))
+        elif entry[0] in ("static", "static_arg"):
+            d += not _same_static(prev[1], entry[1])
+        else:
+            d += prev[1] != entry[1]
+    return d + sum(path not in new for path in old)
+
+
 def closest(history: list[dict[str, tuple]], new: dict[str, tuple]) -> list[Change]:
     """The changes against the earlier description that differs least (latest on ties)."""
-    best: list[Change] | None = None
+    best, best_distance = None, None
     for old in reversed(history):
-        changes = diff(old, new)
-        if best is None or len(changes) < len(best):
-            best = changes
-            if not changes:
+        distance = _distance(old, new)
+        if best_distance is None or distance < best_distance:
+            best, best_distance = old, distance
+            if distance == 0:
                 break
-    return best or []
+    return diff(best, new) if best is not None else []

@@ -9,6 +9,7 @@ explaining, the ``max_compiles`` budget) runs while tracing, never on a hit.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import operator
@@ -209,7 +210,7 @@ class JitFunction:
     def _make_jitted(self, layout: dict[int, Any], static_kwargs: tuple, nargs: int) -> Any:
         fn, names = self.fn, self._names
         static_pos, static_names = self._static_pos, self._static_names
-        track = self._on_trace
+        begin, commit = self._begin_trace, self._commit_trace
 
         def inner(*dyn: Any, **kwargs: Any) -> Any:
             args = list(dyn)
@@ -219,8 +220,11 @@ class JitFunction:
                 else:
                     args[i] = entry.value
             kwargs.update(static_kwargs)
-            track(_explain.describe(names, tuple(args), kwargs, static_pos, static_names))
-            return fn(*args, **kwargs)
+            description = _explain.describe(names, tuple(args), kwargs, static_pos, static_names)
+            event = begin(description)
+            out = fn(*args, **kwargs)
+            commit(description, event)  # only a trace that succeeded counts
+            return out
 
         inner.__name__ = getattr(fn, "__name__", "fn")
         inner.__qualname__ = qualname(fn)
@@ -230,26 +234,34 @@ class JitFunction:
         return jax.jit(inner, **kwargs)
 
     # ----- tracking (runs while tracing only) ------------------------------------
-    def _on_trace(self, description: dict[str, tuple]) -> None:
-        name = qualname(self.fn)
+    def _begin_trace(self, description: dict[str, tuple]) -> Recompile | None:
+        """Explain a trace before it runs; refuse it if it would exceed ``max_compiles``."""
         with self._lock:
-            if self.compile_count == 0 or not self._history:
-                self._history.append(description)
-                self.compile_count += 1
-                logger.debug("%s compiled for the first time", name)
-                return
-            event = Recompile(name, _explain.closest(self._history, description), self.compile_count + 1)
+            if not self._history:
+                return None
+            event = Recompile(
+                qualname(self.fn), _explain.closest(self._history, description), self.compile_count + 1
+            )
             if self.max_compiles is not None and self.compile_count + 1 > self.max_compiles:
                 raise RecompileError(
-                    f"{name} would compile {self.compile_count + 1} times, over its budget "
-                    f"max_compiles={self.max_compiles}{event.reasons()}\nKeep the changing "
+                    f"{event.function} would compile {self.compile_count + 1} times, over its "
+                    f"budget max_compiles={self.max_compiles}{event.reasons()}\nKeep the changing "
                     "value dynamic (a traced field or argument), reuse an earlier value, or "
                     "raise max_compiles."
                 )
+            return event
+
+    def _commit_trace(self, description: dict[str, tuple], event: Recompile | None) -> None:
+        """Count a trace that succeeded, and log it."""
+        with self._lock:
+            if event is not None and self._history:
+                event = dataclasses.replace(event, compile_number=self.compile_count + 1)
+                self.recompiles.append(event)
+                logger.info("%s", event)
+            else:
+                logger.debug("%s compiled for the first time", qualname(self.fn))
             self._history.append(description)
             self.compile_count += 1
-            self.recompiles.append(event)
-            logger.info("%s", event)
 
     def cache_size(self) -> int:
         """JAX's count of compiled executables over all static variants."""
@@ -336,6 +348,10 @@ class BoundMethod(functools.partial):
 
     def __getattr__(self, name: str) -> Any:
         return getattr(_owner(self.func), name)
+
+    def lower(self, *args: Any, **kwargs: Any) -> Any:
+        """``jax.jit(...).lower`` for ``obj.method(*args, **kwargs)``."""
+        return _owner(self.func).lower(self.args[0], *args, **kwargs)
 
     def __repr__(self) -> str:
         return f"<bound sf.jit_method {qualname(_owner(self.func).fn)} of {self.args[0]!r}>"
