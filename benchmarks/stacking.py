@@ -53,5 +53,4 @@ def run(cfg: Config, results: Results) -> None:
         Contender(OURS, lambda: sf.stack(items), "ours"),
         Contender(BY_HAND, by_hand, "baseline"),
     ]
-    rounds = cfg.rounds if cfg.smoke else max(5, cfg.rounds // 3)
-    results.add(STACK, n, measure(contenders, cfg, results, rounds=rounds), kinds(contenders))
+    results.add(STACK, n, measure(contenders, cfg, results), kinds(contenders))
