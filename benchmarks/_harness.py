@@ -21,6 +21,7 @@ import datetime
 import gc
 import os
 import platform
+import subprocess
 import sys
 import time
 from typing import Any, Callable
@@ -230,6 +231,19 @@ def _version(module: str) -> str:
         return "not installed"
 
 
+def _commit() -> str:
+    """The checkout's commit, and whether the library had uncommitted changes."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, text=True,
+                              capture_output=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=root, text=True,
+                               capture_output=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return f"{head} (with uncommitted changes in src/)" if dirty else head
+
+
 def machine() -> dict[str, Any]:
     """What the figures were measured on."""
     try:
@@ -246,7 +260,7 @@ def machine() -> dict[str, Any]:
         "jax": jax.__version__,
         "jaxlib": _version("jaxlib"),
         "backend": jax.default_backend(),
-        "staticfield": _version("staticfield"),
+        "staticfield": f"{_version('staticfield')}, commit {_commit()}",
         "flax": _version("flax"),
         "equinox": _version("equinox"),
         "jax_dataclasses": _version("jax_dataclasses"),
