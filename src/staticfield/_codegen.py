@@ -16,7 +16,7 @@ from typing import Any, Callable
 import jax
 
 from ._freeze import ATOMIC, freeze
-from ._spec import INITIALIZING, KEY_ATTR, LEAF_OK, SPEC_ATTR, Spec, bad_subclass, check_dynamic, finish
+from ._spec import FLAT_ATTR, INITIALIZING, KEY_ATTR, LEAF_OK, SPEC_ATTR, Spec, bad_subclass, check_dynamic, finish
 
 _counter = itertools.count()
 
@@ -95,6 +95,10 @@ def _init_lines(spec: Spec, initvars: list[dataclasses.Field], ns: dict[str, Any
         body.append(f"    __sf_d[{name!r}] = {name}")
     if spec.constant_key is not None:
         body.append(f"    __sf_d[{KEY_ATTR!r}] = __sf_KEY0")
+        if all(f.init or f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+               for f in spec.fields):  # every field is a local here: fill the flatten cache now
+            reads = "".join(f"{n}, " for n in spec.dynamic_names)
+            body.append(f"    __sf_d[{FLAT_ATTR!r}] = ({reads}), __sf_KEY0")
     if hasattr(cls, "__post_init__"):
         args = "".join(f", {f.name}" for f in initvars)
         body.append(f"    __sf_run_post_init(__sf_self{args})")
@@ -113,7 +117,6 @@ def _init_lines(spec: Spec, initvars: list[dataclasses.Field], ns: dict[str, Any
 
 def _pytree_lines(spec: Spec) -> list[str]:
     dyn = spec.dynamic_names
-    reads = "".join(f"__sf_d[{n!r}], " for n in dyn)
     keyed = "".join(f"(__sf_K_{i}, __sf_d[{n!r}]), " for i, n in enumerate(dyn))
     get_key = [
         "    __sf_d = o.__dict__",
@@ -122,8 +125,9 @@ def _pytree_lines(spec: Spec) -> list[str]:
         "    except KeyError:",
         "        k = __sf_key_of(o)",
     ]
-    lines = ["def flatten(o):", *get_key, f"    return ({reads}), k", ""]
-    lines += ["def flatten_with_keys(o):", *get_key, f"    return ({keyed}), k", ""]
+    reads = "".join(f"__sf_d[{n!r}], " for n in dyn)
+    lines = ["def flatten_with_keys(o):", *get_key, f"    return ({keyed}), k", ""]
+    lines += ["def flat(o):", *get_key, f"    f = __sf_d[{FLAT_ATTR!r}] = ({reads}), k", "    return f", ""]
     lines += [
         "def unflatten(k, children):",
         "    o = __sf_new(__sf_cls)",
@@ -133,6 +137,7 @@ def _pytree_lines(spec: Spec) -> list[str]:
     if dyn:
         targets = "".join(f"__sf_d[{n!r}], " for n in dyn)
         lines.append(f"    {targets} = children")
+    lines.append(f"    __sf_d[{FLAT_ATTR!r}] = (children, k)")
     lines.append("    return o")
     return lines
 
@@ -158,7 +163,7 @@ def generate(spec: Spec, initvars: list[dataclasses.Field], make_init: bool) -> 
     lines = _pytree_lines(spec)
     if make_init:
         lines += ["", *_init_lines(spec, initvars, ns)]
-    names = ["flatten", "flatten_with_keys", "unflatten"] + (["__init__"] if make_init else [])
+    names = ["flatten_with_keys", "flat", "unflatten"] + (["__init__"] if make_init else [])
     # Like stdlib dataclasses: the functions are made by a factory whose parameters are
     # the helpers (closures, fast to read), while their __globals__ is the class's module,
     # so annotations in __init__ resolve there (beartype, jaxtyping, get_type_hints).

@@ -14,7 +14,7 @@ from typing_extensions import dataclass_transform
 from . import _display, _errors, _instance
 from ._codegen import generate
 from ._field import CONVERTER, SHARDING, STATIC, annotation_is_static, field, static
-from ._spec import INITIALIZING, KEY_ATTR, SPEC_ATTR, Spec, bad_subclass, finish, register
+from ._spec import FLAT_ATTR, INITIALIZING, KEY_ATTR, SPEC_ATTR, Spec, bad_subclass, finish, register
 
 C = TypeVar("C", bound=type)
 
@@ -75,8 +75,9 @@ def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_arg
         raise TypeError(f"@sf.dataclass decorates a class, got {type(cls).__name__}.")
     if SPEC_ATTR in cls.__dict__:
         raise TypeError(f"{cls.__qualname__} is already an @sf.dataclass; decorate it once.")
-    if KEY_ATTR in cls.__dict__.get("__annotations__", {}):
-        raise TypeError(f"{cls.__qualname__}: the field name {KEY_ATTR!r} is reserved by staticfield.")
+    for reserved in (KEY_ATTR, FLAT_ATTR):
+        if reserved in cls.__dict__.get("__annotations__", {}):
+            raise TypeError(f"{cls.__qualname__}: the field name {reserved!r} is reserved by staticfield.")
     user_init = cls.__dict__.get("__init__")
     if user_init is not None and getattr(user_init, "__staticfield_custom_init__", False):
         user_init = None
@@ -99,8 +100,9 @@ def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_arg
     methods = dict(_instance.METHODS)
     if repr:
         methods["__repr__"] = _instance.__repr__
-        methods["_repr_pretty_"] = _display._repr_pretty_
-        methods["__treescope_repr__"] = _display.__treescope_repr__
+        if "__repr__" not in own:  # a class's own __repr__ is what IPython should show too
+            methods["_repr_pretty_"] = _display._repr_pretty_
+            methods["__treescope_repr__"] = _display.__treescope_repr__
     if eq:
         methods.update(_instance.EQ_METHODS)
     for name, fn in methods.items():

@@ -38,7 +38,8 @@ if TYPE_CHECKING:
     Static = Annotated[T, STATIC_MARKER]
 else:
     Static = Annotated[T, STATIC_MARKER]
-Static.__doc__ = "``x: sf.Static[int]`` marks ``x`` as a static field (part of the jit cache key)."
+"""``x: sf.Static[int]`` marks ``x`` as a static field: part of the jit cache key, frozen,
+hashable and compared by value and type. The same as ``x: int = sf.static()``."""
 
 _STATIC_IN_STRING = re.compile(r"(^|[\s\[.,(])Static\[")
 

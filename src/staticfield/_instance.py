@@ -14,7 +14,7 @@ import jax
 import numpy as np
 
 from . import _errors
-from ._spec import INITIALIZING, KEY_ATTR, SPEC_ATTR, Spec, bad_subclass, ensure_registered, spec_of
+from ._spec import FLAT_ATTR, INITIALIZING, KEY_ATTR, SPEC_ATTR, Spec, bad_subclass, ensure_registered, spec_of
 
 T = TypeVar("T")
 
@@ -191,6 +191,7 @@ def replace(obj: T, /, **changes: Any) -> T:
     new = object.__new__(spec.cls)
     d = new.__dict__
     d.update(obj.__dict__)
+    d.pop(FLAT_ATTR, None)
     static_changed = False
     for name, value in changes.items():
         spec.set_value(new, name, value, convert=True)

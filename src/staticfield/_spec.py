@@ -8,6 +8,7 @@ instance after a custom ``__init__`` or ``__post_init__`` assigned its fields.
 from __future__ import annotations
 
 import dataclasses
+import operator
 import weakref
 from typing import Any
 
@@ -20,6 +21,10 @@ from ._freeze import ATOMIC, StaticKey, freeze
 
 SPEC_ATTR = "__staticfield_spec__"
 KEY_ATTR = "_staticfield_key"
+# Instances are immutable, so what JAX's flatten returns, (children, key), is computed
+# once per instance (by unflatten, or on first use) and JAX reads it with one
+# C-level attrgetter: no Python frame per flatten.
+FLAT_ATTR = "_staticfield_flat"
 
 try:  # the concrete jax.Array type; looked up without creating an array, which would
     # start the XLA backend at import (jax.distributed.initialize must come first).
@@ -55,6 +60,7 @@ class Spec:
         self.unflatten: Any = None  # the generated pytree functions, set by register()
         self.flatten: Any = None
         self.flatten_with_keys: Any = None
+        self.flat: Any = None  # computes and caches (children, key) on an instance
         self.constant_key = (
             None if self.static_names else StaticKey(cls, (), (), KEY_ATTR)
         )
@@ -88,7 +94,9 @@ SPECS: dict[type, Spec] = {}
 
 def register(spec: Spec, generated: dict[str, Any]) -> None:
     """Register ``spec.cls`` with JAX as a pytree with ``GetAttrKey`` keys."""
-    spec.flatten = generated["flatten"]
+    spec.flat = generated["flat"]
+    spec.flatten = operator.attrgetter(FLAT_ATTR)
+    setattr(spec.cls, FLAT_ATTR, FlatCache(spec))
     spec.flatten_with_keys = generated["flatten_with_keys"]
     spec.unflatten = generated["unflatten"]
     ensure_registered(spec.cls)
@@ -104,6 +112,20 @@ def ensure_registered(cls: type) -> None:
         cls, spec.flatten_with_keys, spec.unflatten, flatten_func=spec.flatten
     )
     _REGISTERED.add(cls)
+
+
+class FlatCache:
+    """Non-data descriptor: ``obj._staticfield_flat`` computed once, then an instance-dict hit."""
+
+    __slots__ = ("spec",)
+
+    def __init__(self, spec: Spec) -> None:
+        self.spec = spec
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        return spec_of(obj).flat(obj)
 
 
 def spec_of(cls_or_obj: Any, what: str = "this function") -> Spec:
@@ -157,6 +179,7 @@ def finish(obj: Any, convert: bool) -> None:
     spec: Spec = type(obj).__dict__[SPEC_ATTR]
     d = obj.__dict__
     d.pop(KEY_ATTR, None)
+    d.pop(FLAT_ATTR, None)
     extra = [n for n in d if n not in spec.name_set]
     if extra:
         raise TypeError(_errors.NOT_A_FIELD_ATTR.format(cls=spec.cls.__qualname__, name=extra[0]))

@@ -123,10 +123,6 @@ def test_treescope_renders_without_error_even_without_hooks():
         assert name in text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="@sf.dataclass adds _repr_pretty_ even when the class defines its own __repr__",
-)
 def test_a_class_with_its_own_repr_keeps_it_in_ipython():
     """A class that writes its own __repr__ is shown with it by IPython too, not with the field layout."""
 
