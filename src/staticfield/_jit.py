@@ -24,33 +24,26 @@ from ._args import qualname, resolve_donation, resolve_static, signature_parts
 from ._errors import RecompileError
 from ._explain import Recompile
 from ._freeze import keyable
-from ._spec import KEY_ATTR, SPEC_ATTR, SPECS, Spec
+from ._spec import FLAT_ATTR, SPECS, Spec
 
 logger = logging.getLogger("staticfield")
-_spec_get = SPECS.get
 
 _OWN_KWARGS = ("static_argnums", "static_argnames")
 
 
-def _getter(spec: Spec) -> Callable[[Any], Any]:
-    """What JAX is given for an instance: its dynamic fields (one bare, several a tuple)."""
-    names = spec.dynamic_names
-    if not names:
-        return lambda obj: ()
-    return operator.attrgetter(*names)
+_flat = operator.attrgetter(FLAT_ATTR)  # an instance's cached (children, static key)
 
 
 class _Split:
     """Layout entry: argument ``i`` is an instance passed to JAX as its children."""
 
-    __slots__ = ("spec", "key", "single")
+    __slots__ = ("spec", "key")
 
     def __init__(self, spec: Spec, key: Any) -> None:
         self.spec, self.key = spec, key
-        self.single = len(spec.dynamic_names) == 1
 
-    def rebuild(self, children: Any) -> Any:
-        return self.spec.unflatten(self.key, (children,) if self.single else children)
+    def rebuild(self, children: tuple) -> Any:
+        return self.spec.unflatten(self.key, children)
 
 
 class _StaticArg:
@@ -94,16 +87,30 @@ class JitFunction:
 
     # ----- hit paths -------------------------------------------------------------
     def _make_fast_call(self) -> Callable:
-        variants = self._variants
-        miss = self._method_miss
+        """The hit path of a jit_method: one key lookup, then JAX with the children.
 
-        def call(obj: Any, /, *args: Any, **kwargs: Any) -> Any:
-            try:
-                jitted, get = variants[obj.__dict__[KEY_ATTR]]
-            except (KeyError, AttributeError):
-                jitted, get = miss(obj)
-            return jitted(get(obj), *args, **kwargs)
-
+        When the method takes only plain positional parameters, the function has that
+        exact signature, so both calls are vectorcalls with no *args/**kwargs packing.
+        """
+        params = _plain_positional(self.fn)
+        if params is None:
+            signature, forward = "obj, /, *args, **kwargs", "*args, **kwargs"
+        else:
+            signature = ", ".join(["obj", *params])
+            forward = ", ".join(params)
+        source = (
+            f"def call({signature}):\n"
+            "    try:\n"
+            f"        children, key = obj.{FLAT_ATTR}\n"
+            "        jitted = variants[key]\n"
+            "    except (KeyError, AttributeError):\n"
+            "        jitted, children = miss(obj)\n"
+            f"    return jitted(children{', ' if forward else ''}{forward})\n"
+        )
+        ns = {"variants": self._variants, "miss": self._method_miss}
+        exec(compile(source, f"<staticfield jit_method {qualname(self.fn)}>", "exec"), ns)  # noqa: S102
+        call = ns["call"]
+        call.__source__ = source
         call.__sf_jit__ = self  # type: ignore[attr-defined]
         return call
 
@@ -115,7 +122,7 @@ class JitFunction:
             if i in static_pos:
                 parts.append(self._static_key(a, self._arg_name(i)))
             elif a.__class__ in SPECS:
-                parts.append(SPECS[a.__class__].key_of(a))
+                parts.append(_flat(a)[1])
             else:
                 if self._method and i == 0:
                     self._not_an_instance(a)
@@ -126,15 +133,15 @@ class JitFunction:
                 parts.append((name, self._static_key(kwargs.pop(name), name)))
         vkey = tuple(parts)
         try:
-            jitted, getters = self._variants[vkey]
+            jitted, split = self._variants[vkey]
         except KeyError:
-            jitted, getters = self._general_miss(vkey, args, parts)
+            jitted, split = self._general_miss(vkey, args, parts)
         dyn = list(args)
         for i in static_pos:
             if i < len(dyn):
                 dyn[i] = None
-        for i, get in getters:
-            dyn[i] = get(args[i])
+        for i in split:
+            dyn[i] = _flat(args[i])[0]
         return jitted, dyn, kwargs
 
     def _call_general(self, *args: Any, **kwargs: Any) -> Any:
@@ -143,26 +150,17 @@ class JitFunction:
 
     def _call_plain(self, *args: Any, **kwargs: Any) -> Any:
         """The hit path of ``sf.jit`` without static arguments: one lookup per argument."""
-        parts = []
-        for a in args:
-            spec = _spec_get(a.__class__)
-            if spec is None:
-                parts.append(None)
-            else:
-                try:
-                    parts.append(a.__dict__[KEY_ATTR])
-                except KeyError:
-                    parts.append(spec.key_of(a))
+        parts = [_flat(a)[1] if a.__class__ in SPECS else None for a in args]
         vkey = tuple(parts)
         try:
-            jitted, getters = self._variants[vkey]
+            jitted, split = self._variants[vkey]
         except KeyError:
-            jitted, getters = self._general_miss(vkey, args, parts)
-        if not getters:
+            jitted, split = self._general_miss(vkey, args, parts)
+        if not split:
             return jitted(*args, **kwargs)
         dyn = list(args)
-        for i, get in getters:
-            dyn[i] = get(args[i])
+        for i in split:
+            dyn[i] = _flat(args[i])[0]
         return jitted(*dyn, **kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -173,37 +171,34 @@ class JitFunction:
         if not self._fast:
             jitted, dyn, kwargs = self._prepare(args, kwargs)
             return jitted.lower(*dyn, **kwargs)
-        obj, rest = args[0], args[1:]
-        jitted, get = self._method_miss(obj)
-        return jitted.lower(get(obj), *rest, **kwargs)
+        jitted, children = self._method_miss(args[0])
+        return jitted.lower(children, *args[1:], **kwargs)
 
     # ----- misses: make a per-variant jax.jit -----------------------------------
-    def _method_miss(self, obj: Any) -> tuple[Any, Callable]:
-        spec = type(obj).__dict__.get(SPEC_ATTR)
+    def _method_miss(self, obj: Any) -> tuple[Any, tuple]:
+        """The per-variant jit for ``obj``'s static key (made on first sight), and its children."""
+        spec = SPECS.get(type(obj))
         if spec is None:
             self._not_an_instance(obj)
-        key = spec.key_of(obj)
+        children, key = _flat(obj)
         with self._lock:
             if key not in self._variants:
-                layout = {0: _Split(spec, key)}
-                self._variants[key] = (self._make_jitted(layout, (), 1), _getter(spec))
-            return self._variants[key]
+                self._variants[key] = self._make_jitted({0: _Split(spec, key)}, (), 1)
+            return self._variants[key], children
 
     def _general_miss(self, vkey: tuple, args: tuple, parts: list) -> tuple[Any, list]:
         with self._lock:
             if vkey in self._variants:
                 return self._variants[vkey]
             layout: dict[int, Any] = {}
-            getters = []
             for i, a in enumerate(args):
                 if i in self._static_pos:
                     layout[i] = _StaticArg(a)
                 elif parts[i] is not None:
-                    spec = type(a).__dict__[SPEC_ATTR]
-                    layout[i] = _Split(spec, parts[i])
-                    getters.append((i, _getter(spec)))
+                    layout[i] = _Split(SPECS[type(a)], parts[i])
+            split = tuple(i for i, entry in layout.items() if isinstance(entry, _Split))
             static_kwargs = tuple((name, key.raw) for name, key in parts[len(args):])
-            entry = (self._make_jitted(layout, static_kwargs, len(args)), getters)
+            entry = (self._make_jitted(layout, static_kwargs, len(args)), split)
             self._variants[vkey] = entry
             return entry
 
@@ -265,7 +260,8 @@ class JitFunction:
 
     def cache_size(self) -> int:
         """JAX's count of compiled executables over all static variants."""
-        return sum(jitted._cache_size() for jitted, _ in list(self._variants.values()))
+        entries = list(self._variants.values())
+        return sum((e[0] if isinstance(e, tuple) else e)._cache_size() for e in entries)
 
     # ----- helpers -----------------------------------------------------------------
     def _arg_name(self, i: int) -> str:
@@ -313,6 +309,19 @@ class _RawKey:
 
     def __eq__(self, other: object) -> bool:
         return other.__class__ is _RawKey and self._hash == other._hash and self.part == other.part  # type: ignore[attr-defined]
+
+
+def _plain_positional(fn: Callable) -> list[str] | None:
+    """The parameter names after ``self`` when all are positional without defaults."""
+    positional, params, var_pos, var_kw = signature_parts(fn)
+    if var_pos or var_kw or len(params) != len(positional) or not positional:
+        return None
+    rest = positional[1:]
+    if any(params[n].default is not params[n].empty for n in rest) or any(
+        not n.isidentifier() or n in ("obj", "jitted", "children", "key", "variants", "miss") for n in rest
+    ):
+        return None
+    return rest
 
 
 class _PlainJitFunction(JitFunction):
@@ -383,7 +392,7 @@ def _split_in_shardings(in_shardings: Any, layout: dict[int, Any], static_pos: f
         s = given.pop(0) if given else None
         entry = layout.get(i)
         if isinstance(entry, _Split) and isinstance(s, entry.spec.cls):
-            s = _getter(entry.spec)(s)
+            s = _flat(s)[0]
         out.append(s)
     return tuple(out)
 
