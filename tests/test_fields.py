@@ -374,3 +374,36 @@ def test_is_static_refuses_non_field():
     """``sf.is_static`` on something that is not a Field is a TypeError naming its type."""
     with pytest.raises(TypeError, match=r"dataclasses\.Field.*str"):
         sf.is_static("n")  # type: ignore[arg-type]
+
+
+def test_static_defaults_are_frozen_not_refused():
+    """A list/dict default of a static field is frozen (tuple/FrozenDict), as a passed value is."""
+
+    @sf.dataclass
+    class Cfg:
+        sizes: tuple = sf.static(default=[1, 2])
+        opts: sf.Static[dict] = {"a": [1]}
+
+    c = Cfg()
+    assert c.sizes == (1, 2) and type(c.sizes) is tuple
+    assert c.opts == {"a": (1,)} and isinstance(c.opts, sf.FrozenDict)
+
+
+def test_jax_array_default_is_allowed_and_shared_safely():
+    """A jax.Array default works (it is immutable): each instance gets that array."""
+
+    @sf.dataclass
+    class Bias:
+        b: jax.Array = jnp.zeros(2)
+
+    assert Bias().b is Bias().b
+    np.testing.assert_array_equal(Bias().b, np.zeros(2))
+
+
+def test_mutable_numpy_default_error_names_class_and_field():
+    """A NumPy array default of a dynamic field is refused, naming the class and the field."""
+    with pytest.raises(ValueError, match=r"Holder: mutable default .*ndarray.* for field y .*default_factory"):
+
+        @sf.dataclass
+        class Holder:
+            y: np.ndarray = np.zeros(2)

@@ -14,6 +14,7 @@ from typing_extensions import dataclass_transform
 from . import _display, _errors, _instance
 from ._codegen import generate
 from ._field import CONVERTER, SHARDING, STATIC, annotation_is_static, field, static
+from ._freeze import freeze
 from ._spec import FLAT_ATTR, INITIALIZING, KEY_ATTR, SPEC_ATTR, Spec, bad_subclass, finish, register
 
 C = TypeVar("C", bound=type)
@@ -37,6 +38,49 @@ def _mark_static_annotations(cls: type) -> None:
             continue
         if annotation_is_static(ann, globalns, localns) and not f.metadata.get(STATIC, False):
             f.metadata = types.MappingProxyType({**f.metadata, STATIC: True})
+
+
+class _Constant:
+    """A default_factory returning one immutable value (a jax.Array default)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __call__(self) -> Any:
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"<constant {_instance.summary(self.value)}>"
+
+
+def _prepare_defaults(cls: type) -> None:
+    """Before stdlib sees the class: freeze static defaults (a list default becomes a
+    tuple) and let a jax.Array be a default (it is immutable, so sharing it is safe)."""
+    module = sys.modules.get(cls.__module__)
+    globalns = dict(vars(module)) if module else {}
+    localns = {**vars(cls), cls.__name__: cls}
+    for name, ann in cls.__dict__.get("__annotations__", {}).items():
+        if name not in cls.__dict__:
+            continue
+        value = cls.__dict__[name]
+        f = value if isinstance(value, dataclasses.Field) else None
+        default = f.default if f is not None else value
+        if default is dataclasses.MISSING:
+            continue
+        static = (f is not None and f.metadata.get(STATIC, False)) or annotation_is_static(ann, globalns, localns)
+        if static:
+            frozen = freeze(default, f"{cls.__qualname__}.{name}", name)
+            if f is not None:
+                f.default = frozen
+            else:
+                setattr(cls, name, frozen)
+        elif isinstance(default, jax.Array) and not isinstance(default, jax.core.Tracer):
+            if f is None:
+                setattr(cls, name, dataclasses.field(default_factory=_Constant(default)))
+            else:
+                f.default, f.default_factory = dataclasses.MISSING, _Constant(default)
 
 
 def _check_field_options(cls: type) -> None:
@@ -81,9 +125,19 @@ def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_arg
     user_init = cls.__dict__.get("__init__")
     if user_init is not None and getattr(user_init, "__staticfield_custom_init__", False):
         user_init = None
-    dataclasses.dataclass(
-        cls, init=False, repr=False, eq=False, frozen=False, match_args=match_args, kw_only=kw_only
-    )
+    _prepare_defaults(cls)
+    try:
+        dataclasses.dataclass(
+            cls, init=False, repr=False, eq=False, frozen=False, match_args=match_args, kw_only=kw_only
+        )
+    except ValueError as e:
+        if "mutable default" not in str(e):
+            raise
+        raise ValueError(
+            f"{cls.__qualname__}: {e} (a default is shared by every instance, so a mutable "
+            "one would leak changes between them). Pass default_factory=..., or for a "
+            "NumPy array default use a jax array or make the field static."
+        ) from None
     _mark_static_annotations(cls)
     _check_field_options(cls)
     all_fields = cls.__dict__["__dataclass_fields__"]
