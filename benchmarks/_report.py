@@ -89,7 +89,7 @@ def body(results: Results, targets: list[Target], machine: dict[str, Any],
     out += [f"| {k} | {v} |" for k, v in machine.items()]
     out += ["", f"{h} Targets", "", "| target | measured | bound | result |", "|---|--:|--:|---|"]
     for t in targets:
-        got = "n/a" if t.ratio is None else f"{t.ratio:.2f}"
+        got = t.ratio_text
         res = f"**{t.status}**" + (f" ({t.detail})" if t.detail else "")
         out.append(f"| {t.label} | {got} | {t.bound_text} | {res} |")
 
