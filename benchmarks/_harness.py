@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import gc
 import os
 import platform
@@ -200,15 +201,18 @@ def optional(results: Results, name: str, build: Callable[[], Any]) -> Any:
 
 
 def traced(fn: Callable[..., Any]) -> tuple[Callable[..., Any], list[int]]:
-    """Wrap ``fn`` so each trace bumps a counter; return the wrapper and the counter."""
+    """Wrap ``fn`` so each trace bumps a counter; return the wrapper and the counter.
+
+    The wrapper keeps ``fn``'s signature (``functools.wraps``), as a well-behaved
+    decorator does, so wrappers that read signatures see the real parameters.
+    """
     count = [0]
 
+    @functools.wraps(fn)
     def body(*args: Any, **kwargs: Any) -> Any:
         count[0] += 1
         return fn(*args, **kwargs)
 
-    body.__name__ = getattr(fn, "__name__", "body")
-    body.__qualname__ = getattr(fn, "__qualname__", "body")
     return body, count
 
 

@@ -190,14 +190,15 @@ def replace(obj: T, /, **changes: Any) -> T:
         )
     new = object.__new__(spec.cls)
     d = new.__dict__
-    d.update(obj.__dict__)
-    d.pop(FLAT_ATTR, None)
+    od = obj.__dict__
+    for name in spec.names:  # fields only: cached flatten results and bindings are stale
+        d[name] = od[name]
     static_changed = False
     for name, value in changes.items():
         spec.set_value(new, name, value, convert=True)
         static_changed = static_changed or name in spec.static_set
-    if static_changed:
-        d.pop(KEY_ATTR, None)
+    if not static_changed and KEY_ATTR in od:
+        d[KEY_ATTR] = od[KEY_ATTR]
     return new
 
 

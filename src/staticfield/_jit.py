@@ -82,8 +82,7 @@ class JitFunction:
             else self._call_general if (method or has_static)
             else self._call_plain
         )
-        if not (method or has_static):
-            self.__class__ = _PlainJitFunction  # __call__ is the plain path: one frame less
+        self.public: Callable[..., Any] = self  # what sf.jit hands out (see _public_function)
 
     # ----- hit paths -------------------------------------------------------------
     def _make_fast_call(self) -> Callable:
@@ -149,18 +148,23 @@ class JitFunction:
         return jitted(*dyn, **kwargs)
 
     def _call_plain(self, *args: Any, **kwargs: Any) -> Any:
-        """The hit path of ``sf.jit`` without static arguments: one lookup per argument."""
-        parts = [_flat(a)[1] if a.__class__ in SPECS else None for a in args]
-        vkey = tuple(parts)
+        """The hit path of ``sf.jit`` without static arguments: one pass over the arguments
+        collects each instance's cached children and key; then one dict lookup."""
+        keys = []
+        dyn = []
+        for a in args:
+            if a.__class__ in SPECS:
+                children, key = _flat(a)
+                dyn.append(children)
+                keys.append(key)
+            else:
+                dyn.append(a)
+                keys.append(None)
+        vkey = tuple(keys)
         try:
-            jitted, split = self._variants[vkey]
+            jitted, _ = self._variants[vkey]
         except KeyError:
-            jitted, split = self._general_miss(vkey, args, parts)
-        if not split:
-            return jitted(*args, **kwargs)
-        dyn = list(args)
-        for i in split:
-            dyn[i] = _flat(args[i])[0]
+            jitted, _ = self._general_miss(vkey, args, keys)
         return jitted(*dyn, **kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -175,16 +179,24 @@ class JitFunction:
         return jitted.lower(children, *args[1:], **kwargs)
 
     # ----- misses: make a per-variant jax.jit -----------------------------------
-    def _method_miss(self, obj: Any) -> tuple[Any, tuple]:
-        """The per-variant jit for ``obj``'s static key (made on first sight), and its children."""
+    def variant_of(self, obj: Any) -> tuple[Any, tuple, Any]:
+        """The per-variant jit for ``obj``'s static key (made on first sight), with ``obj``'s
+        children and key: what a method call hands to JAX."""
         spec = SPECS.get(type(obj))
         if spec is None:
             self._not_an_instance(obj)
         children, key = _flat(obj)
-        with self._lock:
-            if key not in self._variants:
-                self._variants[key] = self._make_jitted({0: _Split(spec, key)}, (), 1)
-            return self._variants[key], children
+        jitted = self._variants.get(key)
+        if jitted is None:
+            with self._lock:
+                if key not in self._variants:
+                    self._variants[key] = self._make_jitted({0: _Split(spec, key)}, (), 1)
+                jitted = self._variants[key]
+        return jitted, children, key
+
+    def _method_miss(self, obj: Any) -> tuple[Any, tuple]:
+        jitted, children, _ = self.variant_of(obj)
+        return jitted, children
 
     def _general_miss(self, vkey: tuple, args: tuple, parts: list) -> tuple[Any, list]:
         with self._lock:
@@ -257,6 +269,8 @@ class JitFunction:
                 logger.debug("%s compiled for the first time", qualname(self.fn))
             self._history.append(description)
             self.compile_count += 1
+            if self.public is not self:
+                self.public.compile_count = self.compile_count  # type: ignore[attr-defined]
 
     def cache_size(self) -> int:
         """JAX's count of compiled executables over all static variants."""
@@ -311,71 +325,85 @@ class _RawKey:
         return other.__class__ is _RawKey and self._hash == other._hash and self.part == other.part  # type: ignore[attr-defined]
 
 
-def _plain_positional(fn: Callable) -> list[str] | None:
-    """The parameter names after ``self`` when all are positional without defaults."""
+_GENERATED_NAMES = ("self", "obj", "jitted", "children", "key", "variants", "miss", "SPECS", "_")
+
+
+def _plain_positional(fn: Callable, skip_self: bool = True) -> list[str] | None:
+    """The parameter names (after ``self`` for a method) when all are positional without
+    defaults, so a generated hit path can take exactly those arguments."""
     positional, params, var_pos, var_kw = signature_parts(fn)
-    if var_pos or var_kw or len(params) != len(positional) or not positional:
+    if var_pos or var_kw or len(params) != len(positional) or (skip_self and not positional):
         return None
-    rest = positional[1:]
+    rest = positional[1:] if skip_self else positional
+    generated = {f"{p}{i}" for p in "ck" for i in range(len(rest))}
     if any(params[n].default is not params[n].empty for n in rest) or any(
-        not n.isidentifier() or n in ("obj", "jitted", "children", "key", "variants", "miss") for n in rest
+        not n.isidentifier() or n in _GENERATED_NAMES or n in generated for n in rest
     ):
         return None
     return rest
 
 
-class _PlainJitFunction(JitFunction):
-    """An ``sf.jit`` without static arguments, whose ``__call__`` is the plain hit path."""
+def _public_function(jf: JitFunction) -> Callable[..., Any]:
+    """What ``sf.jit`` returns: a plain function (a vectorcall, and a method when stored
+    on a class, like ``jax.jit``'s result) carrying the counters as attributes.
 
-    __call__ = JitFunction._call_plain
-
-
-class JitMethod(property):
-    """The class attribute made by ``@sf.jit_method``.
-
-    ``obj.method`` binds in C (a property whose getter is a partial), giving a
-    ``BoundMethod``; ``Cls.method`` is this object, which is callable as
-    ``Cls.method(obj, ...)`` and carries the counters of its ``JitFunction``.
+    Without static arguments its body is the hit path: each instance argument's cached
+    (children, key), one dict lookup, then JAX. For a function of plain positional
+    parameters it takes exactly those, with no *args packing.
     """
-
-    def __init__(self, jitted: JitFunction) -> None:
-        super().__init__(functools.partial(BoundMethod, jitted._call), doc=jitted.__doc__)
-        self.__dict__["_jit"] = jitted
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.__dict__["_jit"], name)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.__dict__["_jit"]._call(*args, **kwargs)
-
-    def __repr__(self) -> str:
-        return repr(self.__dict__["_jit"])
-
-
-class BoundMethod(functools.partial):
-    """``obj.method`` for an ``@sf.jit_method``: callable, and a pytree of ``obj``."""
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(_owner(self.func), name)
-
-    def lower(self, *args: Any, **kwargs: Any) -> Any:
-        """``jax.jit(...).lower`` for ``obj.method(*args, **kwargs)``."""
-        return _owner(self.func).lower(self.args[0], *args, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"<bound sf.jit_method {qualname(_owner(self.func).fn)} of {self.args[0]!r}>"
-
-
-def _owner(call: Any) -> JitFunction:
-    return getattr(call, "__sf_jit__", None) or call.__self__
-
-
-jax.tree_util.register_pytree_with_keys(
-    BoundMethod,
-    lambda b: (((jax.tree_util.GetAttrKey("__self__"), b.args[0]),), b.func),
-    lambda func, children: BoundMethod(func, *children),
-    flatten_func=lambda b: ((b.args[0],), b.func),
-)
+    params = None if (jf._static_pos or jf._static_names) else _plain_positional(jf.fn, skip_self=False)
+    if jf._static_pos or jf._static_names:
+        lines = ["def call(*args, **kwargs):", "    return general(*args, **kwargs)"]
+    elif params is None or len(params) > 16:
+        lines = [
+            "def call(*args, **kwargs):",
+            "    keys = []",
+            "    dyn = []",
+            "    for a in args:",
+            "        if a.__class__ in SPECS:",
+            f"            children, key = a.{FLAT_ATTR}",
+            "            dyn.append(children)",
+            "            keys.append(key)",
+            "        else:",
+            "            dyn.append(a)",
+            "            keys.append(None)",
+            "    try:",
+            "        jitted, _ = variants[tuple(keys)]",
+            "    except KeyError:",
+            "        return plain(*args, **kwargs)",
+            "    return jitted(*dyn, **kwargs)",
+        ]
+    else:
+        lines = [f"def call({', '.join(params)}):"]
+        for i, name in enumerate(params):
+            lines += [
+                f"    if {name}.__class__ in SPECS:",
+                f"        c{i}, k{i} = {name}.{FLAT_ATTR}",
+                "    else:",
+                f"        c{i} = {name}; k{i} = None",
+            ]
+        keys = "".join(f"k{i}, " for i in range(len(params)))
+        lines += [
+            "    try:",
+            f"        jitted, _ = variants[({keys})]",
+            "    except KeyError:",
+            f"        return plain({', '.join(params)})",
+            f"    return jitted({', '.join(f'c{i}' for i in range(len(params)))})",
+        ]
+    source = "\n".join(lines) + "\n"
+    ns = {"SPECS": SPECS, "variants": jf._variants, "plain": jf._call_plain, "general": jf._call_general}
+    exec(compile(source, f"<staticfield jit {qualname(jf.fn)}>", "exec"), ns)  # noqa: S102
+    call = ns["call"]
+    functools.update_wrapper(call, jf.fn)
+    call.__source__ = source
+    call.__sf_jit__ = jf
+    call.compile_count = jf.compile_count
+    call.recompiles = jf.recompiles
+    call.cache_size = jf.cache_size
+    call.lower = jf.lower
+    call.max_compiles = jf.max_compiles
+    jf.public = call
+    return call
 
 
 def _split_in_shardings(in_shardings: Any, layout: dict[int, Any], static_pos: frozenset) -> Any:
@@ -407,7 +435,7 @@ def jit(fn: Callable | None = None, /, *, max_compiles: int | None = None, **jit
     """
     if fn is None:
         return functools.partial(jit, max_compiles=max_compiles, **jit_kwargs)
-    return JitFunction(fn, jit_kwargs, max_compiles, method=False)
+    return _public_function(JitFunction(fn, jit_kwargs, max_compiles, method=False))
 
 
 def jit_method(fn: Callable | None = None, /, *, max_compiles: int | None = None, **jit_kwargs: Any) -> Any:
@@ -432,4 +460,6 @@ def jit_method(fn: Callable | None = None, /, *, max_compiles: int | None = None
             f"@sf.jit_method: {qualname(fn)} takes no positional `self` parameter, so it is "
             "not a method. Use sf.jit for free functions."
         )
+    from ._bound import JitMethod  # the descriptor and bound-method pytree built on this engine
+
     return JitMethod(JitFunction(fn, jit_kwargs, max_compiles, method=True))

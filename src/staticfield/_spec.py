@@ -180,6 +180,8 @@ def finish(obj: Any, convert: bool) -> None:
     d = obj.__dict__
     d.pop(KEY_ATTR, None)
     d.pop(FLAT_ATTR, None)
+    for n in [n for n in d if getattr(type(d[n]), "__staticfield_bound__", False)]:
+        del d[n]  # a jit_method bound while __init__ ran: its children may change below
     extra = [n for n in d if n not in spec.name_set]
     if extra:
         raise TypeError(_errors.NOT_A_FIELD_ATTR.format(cls=spec.cls.__qualname__, name=extra[0]))
