@@ -31,6 +31,8 @@ class JitMethod:
     def __init__(self, engine: JitFunction) -> None:
         self._jit = engine
         self._name: str | None = None
+        # Without static arguments the variant depends on the instance alone: bind to it.
+        self._variants = engine._variants if engine._fast else None
         self.__doc__ = engine.fn.__doc__
         self.__wrapped__ = engine.fn
 
@@ -40,8 +42,18 @@ class JitMethod:
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
         if obj is None:
             return self
-        bound = bind(self._jit, obj)
-        if self._name is not None and bound.key is not None:
+        variants = self._variants
+        if variants is None:
+            return _make(self._jit, None, self._jit._call, obj)
+        try:
+            children, key = obj._staticfield_flat
+            jitted = variants[key]
+        except (KeyError, AttributeError):
+            jitted, children, key = self._jit.variant_of(obj)
+        bound = BoundMethod(jitted, children)
+        bound.engine = self._jit
+        bound.key = key
+        if self._name is not None:
             obj.__dict__[self._name] = bound  # immutable instance: bind once
         return bound
 
@@ -64,6 +76,7 @@ class BoundMethod(functools.partial):
     ``partial(engine_call, obj)``, since the variant depends on the call's arguments.
     """
 
+    __slots__ = ("engine", "key")
     __staticfield_bound__ = True  # lets construction checks drop a stale cached binding
 
     engine: JitFunction
@@ -91,15 +104,9 @@ class BoundMethod(functools.partial):
 
 def _make(engine: JitFunction, key: Any, func: Any, arg: Any) -> BoundMethod:
     bound = BoundMethod(func, arg)
-    bound.__dict__.update(engine=engine, key=key)
+    bound.engine = engine
+    bound.key = key
     return bound
-
-
-def bind(engine: JitFunction, obj: Any) -> BoundMethod:
-    if engine._fast:
-        jitted, children, key = engine.variant_of(obj)
-        return _make(engine, key, jitted, children)
-    return _make(engine, None, engine._call, obj)
 
 
 def _flatten(b: BoundMethod) -> tuple[Any, tuple]:

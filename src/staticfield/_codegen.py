@@ -15,10 +15,11 @@ from typing import Any, Callable
 
 import jax
 
-from ._freeze import ATOMIC, freeze
+from ._freeze import ATOMIC, StaticKey, freeze
 from ._spec import FLAT_ATTR, INITIALIZING, KEY_ATTR, LEAF_OK, SPEC_ATTR, Spec, bad_subclass, check_dynamic, finish
 
 _counter = itertools.count()
+_INTERN = frozenset({int, str, bool, bytes, float, type(None)})
 
 
 class _HasFactory:
@@ -115,6 +116,41 @@ def _init_lines(spec: Spec, initvars: list[dataclasses.Field], ns: dict[str, Any
     return [f"def __init__({sig}):", *body]
 
 
+def _make_key_lines(spec: Spec) -> list[str]:
+    """``make_key(o)``: build (or reuse) the instance's static key and cache it on ``o``.
+
+    Keys of atomic static values (exact int/str/bool/None/bytes, and floats other than
+    zero and NaN, whose == is not identity-like) are interned per class, so constructing
+    instances with the same statics costs one dict lookup, not a new key.
+    """
+    names = spec.static_names
+    if not names:
+        return ["def make_key(o):", f"    o.__dict__[{KEY_ATTR!r}] = __sf_KEY0", "    return __sf_KEY0"]
+    values = [f"v{i}" for i in range(len(names))]
+    lines = ["def make_key(o):", "    __sf_d = o.__dict__"]
+    lines += [f"    {v} = __sf_d[{n!r}]" for v, n in zip(values, names)]
+    internable = " and ".join(
+        f"({v}.__class__ in __sf_INTERN and ({v}.__class__ is not float or ({v} == {v} and {v} != 0.0)))"
+        for v in values
+    )
+    probe = "".join(f"{v}, {v}.__class__, " for v in values)
+    make = f"__sf_StaticKey(__sf_cls, __sf_static_names, ({', '.join(values)},), {KEY_ATTR!r})"
+    lines += [
+        f"    if {internable}:",
+        f"        probe = ({probe})",
+        "        k = __sf_keys.get(probe)",
+        "        if k is None:",
+        "            if len(__sf_keys) > 4096:",
+        "                __sf_keys.clear()",
+        f"            k = __sf_keys[probe] = {make}",
+        "    else:",
+        f"        k = {make}",
+        f"    __sf_d[{KEY_ATTR!r}] = k",
+        "    return k",
+    ]
+    return lines
+
+
 def _pytree_lines(spec: Spec) -> list[str]:
     dyn = spec.dynamic_names
     keyed = "".join(f"(__sf_K_{i}, __sf_d[{n!r}]), " for i, n in enumerate(dyn))
@@ -123,10 +159,11 @@ def _pytree_lines(spec: Spec) -> list[str]:
         "    try:",
         f"        k = __sf_d[{KEY_ATTR!r}]",
         "    except KeyError:",
-        "        k = __sf_key_of(o)",
+        "        k = make_key(o)",
     ]
     reads = "".join(f"__sf_d[{n!r}], " for n in dyn)
-    lines = ["def flatten_with_keys(o):", *get_key, f"    return ({keyed}), k", ""]
+    lines = [*_make_key_lines(spec), ""]
+    lines += ["def flatten_with_keys(o):", *get_key, f"    return ({keyed}), k", ""]
     lines += ["def flat(o):", *get_key, f"    f = __sf_d[{FLAT_ATTR!r}] = ({reads}), k", "    return f", ""]
     lines += [
         "def unflatten(k, children):",
@@ -156,14 +193,17 @@ def generate(spec: Spec, initvars: list[dataclasses.Field], make_init: bool) -> 
         "__sf_KEY0": spec.constant_key,
         "__sf_run_post_init": _run_post_init,
         "__sf_new": object.__new__,
-        "__sf_key_of": spec.key_of,
+        "__sf_StaticKey": StaticKey,
+        "__sf_static_names": spec.static_names,
+        "__sf_INTERN": _INTERN,
+        "__sf_keys": {},
     }
     for i, n in enumerate(spec.dynamic_names):
         ns[f"__sf_K_{i}"] = jax.tree_util.GetAttrKey(n)
     lines = _pytree_lines(spec)
     if make_init:
         lines += ["", *_init_lines(spec, initvars, ns)]
-    names = ["flatten_with_keys", "flat", "unflatten"] + (["__init__"] if make_init else [])
+    names = ["make_key", "flatten_with_keys", "flat", "unflatten"] + (["__init__"] if make_init else [])
     # Like stdlib dataclasses: the functions are made by a factory whose parameters are
     # the helpers (closures, fast to read), while their __globals__ is the class's module,
     # so annotations in __init__ resolve there (beartype, jaxtyping, get_type_hints).

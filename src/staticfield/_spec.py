@@ -61,19 +61,16 @@ class Spec:
         self.flatten: Any = None
         self.flatten_with_keys: Any = None
         self.flat: Any = None  # computes and caches (children, key) on an instance
+        self.make_key: Any = None  # builds (or reuses) an instance's StaticKey
         self.constant_key = (
             None if self.static_names else StaticKey(cls, (), (), KEY_ATTR)
         )
 
     def key_of(self, obj: Any) -> StaticKey:
-        d = obj.__dict__
         try:
-            return d[KEY_ATTR]
+            return obj.__dict__[KEY_ATTR]
         except KeyError:
-            pass
-        key = StaticKey(self.cls, self.static_names, tuple(d[n] for n in self.static_names), KEY_ATTR)
-        d[KEY_ATTR] = key
-        return key
+            return self.make_key(obj)
 
     def set_value(self, obj: Any, name: str, value: Any, convert: bool) -> None:
         """Convert, freeze or check one field value and store it (construction path)."""
@@ -95,6 +92,7 @@ SPECS: dict[type, Spec] = {}
 def register(spec: Spec, generated: dict[str, Any]) -> None:
     """Register ``spec.cls`` with JAX as a pytree with ``GetAttrKey`` keys."""
     spec.flat = generated["flat"]
+    spec.make_key = generated["make_key"]
     spec.flatten = operator.attrgetter(FLAT_ATTR)
     setattr(spec.cls, FLAT_ATTR, FlatCache(spec))
     spec.flatten_with_keys = generated["flatten_with_keys"]
@@ -125,7 +123,9 @@ class FlatCache:
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
         if obj is None:
             return self
-        return spec_of(obj).flat(obj)
+        if obj.__class__ is self.spec.cls:
+            return self.spec.flat(obj)
+        return spec_of(obj).flat(obj)  # a decorated subclass, or the undecorated-subclass error
 
 
 def spec_of(cls_or_obj: Any, what: str = "this function") -> Spec:
