@@ -98,6 +98,12 @@ def body(results: Results, targets: list[Target], machine: dict[str, Any],
                 "`params.step(x)` with two `f32[4]` arrays and a static int `n` "
                 "(or the closest equivalent each library offers).", ""]
         out += _table(results.select(dispatch.DISPATCH), dispatch.RAW)
+    if results.select(dispatch.FRESH):
+        out += ["", f"{h} 1b. the same call on a new instance each time", "",
+                "`unflatten(treedef, leaves).step(x)`: the instance is rebuilt by "
+                "`jax.tree_util.tree_unflatten` before every call, as a training loop's "
+                "update hands back a new one. The raw row builds no instance.", ""]
+        out += _table(results.select(dispatch.FRESH), dispatch.RAW)
     if results.select(dispatch.METHOD_PYTREE):
         out += ["", f"{h} 2. bound method passed as a pytree into a jitted function", "",
                 "`apply(params.step, x)` where `apply = jax.jit(lambda f, x: f(x))` "

@@ -23,6 +23,7 @@ import staticfield as sf
 from ._harness import Config, Contender, Results, kinds, measure, optional, traced
 
 DISPATCH = "dispatch"
+FRESH = "fresh_instance"
 METHOD_PYTREE = "method_pytree"
 
 RAW = "jax.jit, arrays + static_argnums"
@@ -58,6 +59,16 @@ def has_jit() -> bool:
 # ---------------------------------------------------------------- contenders
 
 
+def _on(p: Any, call: Callable[[Any], Any], fresh: bool) -> Callable[[], Any]:
+    """A thunk calling ``call(p)``; with ``fresh``, on a new instance each call, rebuilt
+    by ``tree_unflatten`` from ``p``'s leaves (what a training loop's update hands back)."""
+    if not fresh:
+        return lambda: call(p)
+    leaves, treedef = jax.tree_util.tree_flatten(p)
+    unflatten = jax.tree_util.tree_unflatten
+    return lambda: call(unflatten(treedef, leaves))
+
+
 def _raw() -> list[Contender]:
     a, b, x, n = _inputs()
     step, count = traced(lambda ab, x, n: ab[0] * x + ab[1] * n)
@@ -70,7 +81,7 @@ def _raw() -> list[Contender]:
     ]
 
 
-def _ours() -> list[Contender]:
+def _ours(fresh: bool = False) -> list[Contender]:
     a, b, x, n = _inputs()
     count = [0]
 
@@ -95,6 +106,8 @@ def _ours() -> list[Contender]:
         return args[0].a * args[1] + args[0].b * args[0].n
 
     h = sf.jit(hidden)
+    if fresh:
+        return [Contender(JIT_METHOD, _on(p, lambda q: q.step(x), True), "ours", traces=count)]
     return [
         Contender(JIT_METHOD, lambda: p.step(x), "ours", traces=count),
         Contender(SF_JIT, lambda: f(p, x), "ours", traces=count2),
@@ -102,7 +115,7 @@ def _ours() -> list[Contender]:
     ]
 
 
-def _native() -> list[Contender]:
+def _native(fresh: bool = False) -> list[Contender]:
     a, b, x, n = _inputs()
 
     @dataclasses.dataclass(frozen=True)
@@ -115,10 +128,10 @@ def _native() -> list[Contender]:
     step, count = traced(lambda p, x: p.a * x + p.b * p.n)
     f = jax.jit(step)
     p = Params(a, b, n)
-    return [Contender(NATIVE, lambda: f(p, x), "anchor", traces=count)]
+    return [Contender(NATIVE, _on(p, lambda q: f(q, x), fresh), "anchor", traces=count)]
 
 
-def _flax() -> list[Contender]:
+def _flax(fresh: bool = False) -> list[Contender]:
     import flax.struct
 
     a, b, x, n = _inputs()
@@ -136,7 +149,7 @@ def _flax() -> list[Contender]:
             return self.a * x + self.b * self.n
 
     p = Params(a, b, n)
-    return [Contender(FLAX, lambda: p.step(x), "anchor", traces=count)]
+    return [Contender(FLAX, _on(p, lambda q: q.step(x), fresh), "anchor", traces=count)]
 
 
 def _jdc() -> list[Contender]:
@@ -275,6 +288,15 @@ def run(cfg: Config, results: Results) -> None:
     contenders += optional(results, "equinox", _equinox) or []
     _same_answers(contenders)
     results.add(DISPATCH, "", measure(contenders, cfg, results), kinds(contenders))
+
+    print("case 1b: a method call on a new instance each time (rebuilt by unflatten)", flush=True)
+    contenders = [c for c in _raw() if c.name == RAW]
+    if has_jit():
+        contenders += _ours(fresh=True)
+    contenders += _native(fresh=True)
+    contenders += optional(results, FLAX, lambda: _flax(fresh=True)) or []
+    _same_answers(contenders)
+    results.add(FRESH, "", measure(contenders, cfg, results), kinds(contenders))
 
     print("case 2: a bound method passed as a pytree into a jitted function", flush=True)
     contenders = [_partial()]
