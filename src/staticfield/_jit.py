@@ -15,7 +15,9 @@ import logging
 import operator
 import threading
 import types
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar, overload
+
+from typing_extensions import Concatenate, ParamSpec
 
 import jax
 
@@ -25,8 +27,12 @@ from ._errors import RecompileError
 from ._explain import Recompile
 from ._freeze import keyable
 from ._spec import FLAT_ATTR, SPECS, Spec
+from ._types import Jitted, JitMethodDescriptor
 
 logger = logging.getLogger("staticfield")
+P = ParamSpec("P")
+T = TypeVar("T")
+S = TypeVar("S")
 
 _OWN_KWARGS = ("static_argnums", "static_argnames")
 
@@ -425,6 +431,14 @@ def _split_in_shardings(in_shardings: Any, layout: dict[int, Any], static_pos: f
     return tuple(out)
 
 
+@overload
+def jit(fn: Callable[P, T], /, *, max_compiles: int | None = None, **jit_kwargs: Any) -> Jitted[P, T]: ...
+@overload
+def jit(
+    fn: None = None, /, *, max_compiles: int | None = None, **jit_kwargs: Any
+) -> Callable[[Callable[P, T]], Jitted[P, T]]: ...
+
+
 def jit(fn: Callable | None = None, /, *, max_compiles: int | None = None, **jit_kwargs: Any) -> Any:
     """``jax.jit`` with compile tracking, for free functions.
 
@@ -436,6 +450,16 @@ def jit(fn: Callable | None = None, /, *, max_compiles: int | None = None, **jit
     if fn is None:
         return functools.partial(jit, max_compiles=max_compiles, **jit_kwargs)
     return _public_function(JitFunction(fn, jit_kwargs, max_compiles, method=False))
+
+
+@overload
+def jit_method(
+    fn: Callable[Concatenate[S, P], T], /, *, max_compiles: int | None = None, **jit_kwargs: Any
+) -> JitMethodDescriptor[S, P, T]: ...
+@overload
+def jit_method(
+    fn: None = None, /, *, max_compiles: int | None = None, **jit_kwargs: Any
+) -> Callable[[Callable[Concatenate[S, P], T]], JitMethodDescriptor[S, P, T]]: ...
 
 
 def jit_method(fn: Callable | None = None, /, *, max_compiles: int | None = None, **jit_kwargs: Any) -> Any:
