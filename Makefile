@@ -14,7 +14,7 @@ demo: $(PY)
 	$(PY) -m staticfield demo
 
 test: $(PY)
-	$(PIP) install -e '.[test,integration,typing,docs]'
+	$(PIP) install -e '.[test,integration,typing,docs,bench]'
 	$(PY) -m pytest
 
 docs: $(PY)

