@@ -286,3 +286,20 @@ class StaticKey(int):
 
     def __deepcopy__(self, memo: dict) -> StaticKey:
         return self
+
+
+class StaticArgKey:
+    """A type-strict key for a jit static argument (``static_argnums``); ``raw`` is the value."""
+
+    __slots__ = ("raw", "part", "_hash")
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+        self.part = keyable(raw)
+        self._hash = hash(self.part)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return other.__class__ is StaticArgKey and self._hash == other._hash and self.part == other.part  # type: ignore[attr-defined]

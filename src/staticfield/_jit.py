@@ -14,7 +14,6 @@ import functools
 import logging
 import operator
 import threading
-import types
 from typing import Any, Callable, TypeVar, overload
 
 from typing_extensions import Concatenate, ParamSpec
@@ -23,9 +22,10 @@ import jax
 
 from . import _explain
 from ._args import qualname, resolve_donation, resolve_static, signature_parts
+from ._hitpath import method_call, public_function
 from ._errors import RecompileError
 from ._explain import Recompile
-from ._freeze import keyable
+from ._freeze import StaticArgKey
 from ._spec import FLAT_ATTR, SPECS, Spec
 from ._types import Jitted, JitMethodDescriptor
 
@@ -84,41 +84,13 @@ class JitFunction:
         has_static = bool(self._static_pos or self._static_names)
         self._fast = method and not has_static
         self._call: Callable[..., Any] = (
-            self._make_fast_call() if self._fast
+            method_call(self) if self._fast
             else self._call_general if (method or has_static)
             else self._call_plain
         )
         self.public: Callable[..., Any] = self  # what sf.jit hands out (see _public_function)
 
     # ----- hit paths -------------------------------------------------------------
-    def _make_fast_call(self) -> Callable:
-        """The hit path of a jit_method: one key lookup, then JAX with the children.
-
-        When the method takes only plain positional parameters, the function has that
-        exact signature, so both calls are vectorcalls with no *args/**kwargs packing.
-        """
-        params = _plain_positional(self.fn)
-        if params is None:
-            signature, forward = "obj, /, *args, **kwargs", "*args, **kwargs"
-        else:
-            signature = ", ".join(["obj", *params])
-            forward = ", ".join(params)
-        source = (
-            f"def call({signature}):\n"
-            "    try:\n"
-            f"        children, key = obj.{FLAT_ATTR}\n"
-            "        jitted = variants[key]\n"
-            "    except (KeyError, AttributeError):\n"
-            "        jitted, children = miss(obj)\n"
-            f"    return jitted(children{', ' if forward else ''}{forward})\n"
-        )
-        ns = {"variants": self._variants, "miss": self._method_miss}
-        exec(compile(source, f"<staticfield jit_method {qualname(self.fn)}>", "exec"), ns)  # noqa: S102
-        call = ns["call"]
-        call.__source__ = source
-        call.__sf_jit__ = self  # type: ignore[attr-defined]
-        return call
-
     def _prepare(self, args: tuple, kwargs: dict) -> tuple[Any, list, dict]:
         """Pick the variant for these arguments; return it with what JAX should see."""
         static_pos = self._static_pos
@@ -290,7 +262,7 @@ class JitFunction:
     def _static_key(self, value: Any, name: str) -> Any:
         try:
             hash(value)
-            return _RawKey(value)
+            return StaticArgKey(value)
         except TypeError:
             raise TypeError(
                 f"{qualname(self.fn)}: the static argument `{name}` is an unhashable "
@@ -305,111 +277,9 @@ class JitFunction:
             "the class with @sf.dataclass, or use sf.jit for free functions."
         )
 
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        # Like jax.jit: a wrapped function stored on a class binds as a method.
-        return self if obj is None else types.MethodType(self, obj)
-
     def __repr__(self) -> str:
         kind = "jit_method" if self._method else "jit"
         return f"<sf.{kind} {qualname(self.fn)}: {self.compile_count} compile(s)>"
-
-
-class _RawKey:
-    """A type-strict key for a static argument; ``raw`` is the value itself."""
-
-    __slots__ = ("raw", "part", "_hash")
-
-    def __init__(self, raw: Any) -> None:
-        self.raw = raw
-        self.part = keyable(raw)
-        self._hash = hash(self.part)
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return other.__class__ is _RawKey and self._hash == other._hash and self.part == other.part  # type: ignore[attr-defined]
-
-
-_GENERATED_NAMES = ("self", "obj", "jitted", "children", "key", "variants", "miss", "SPECS", "_")
-
-
-def _plain_positional(fn: Callable, skip_self: bool = True) -> list[str] | None:
-    """The parameter names (after ``self`` for a method) when all are positional without
-    defaults, so a generated hit path can take exactly those arguments."""
-    positional, params, var_pos, var_kw = signature_parts(fn)
-    if var_pos or var_kw or len(params) != len(positional) or (skip_self and not positional):
-        return None
-    rest = positional[1:] if skip_self else positional
-    generated = {f"{p}{i}" for p in "ck" for i in range(len(rest))}
-    if any(params[n].default is not params[n].empty for n in rest) or any(
-        not n.isidentifier() or n in _GENERATED_NAMES or n in generated for n in rest
-    ):
-        return None
-    return rest
-
-
-def _public_function(jf: JitFunction) -> Callable[..., Any]:
-    """What ``sf.jit`` returns: a plain function (a vectorcall, and a method when stored
-    on a class, like ``jax.jit``'s result) carrying the counters as attributes.
-
-    Without static arguments its body is the hit path: each instance argument's cached
-    (children, key), one dict lookup, then JAX. For a function of plain positional
-    parameters it takes exactly those, with no *args packing.
-    """
-    params = None if (jf._static_pos or jf._static_names) else _plain_positional(jf.fn, skip_self=False)
-    if jf._static_pos or jf._static_names:
-        lines = ["def call(*args, **kwargs):", "    return general(*args, **kwargs)"]
-    elif params is None or len(params) > 16:
-        lines = [
-            "def call(*args, **kwargs):",
-            "    keys = []",
-            "    dyn = []",
-            "    for a in args:",
-            "        if a.__class__ in SPECS:",
-            f"            children, key = a.{FLAT_ATTR}",
-            "            dyn.append(children)",
-            "            keys.append(key)",
-            "        else:",
-            "            dyn.append(a)",
-            "            keys.append(None)",
-            "    try:",
-            "        jitted, _ = variants[tuple(keys)]",
-            "    except KeyError:",
-            "        return plain(*args, **kwargs)",
-            "    return jitted(*dyn, **kwargs)",
-        ]
-    else:
-        lines = [f"def call({', '.join(params)}):"]
-        for i, name in enumerate(params):
-            lines += [
-                f"    if {name}.__class__ in SPECS:",
-                f"        c{i}, k{i} = {name}.{FLAT_ATTR}",
-                "    else:",
-                f"        c{i} = {name}; k{i} = None",
-            ]
-        keys = "".join(f"k{i}, " for i in range(len(params)))
-        lines += [
-            "    try:",
-            f"        jitted, _ = variants[({keys})]",
-            "    except KeyError:",
-            f"        return plain({', '.join(params)})",
-            f"    return jitted({', '.join(f'c{i}' for i in range(len(params)))})",
-        ]
-    source = "\n".join(lines) + "\n"
-    ns = {"SPECS": SPECS, "variants": jf._variants, "plain": jf._call_plain, "general": jf._call_general}
-    exec(compile(source, f"<staticfield jit {qualname(jf.fn)}>", "exec"), ns)  # noqa: S102
-    call = ns["call"]
-    functools.update_wrapper(call, jf.fn)
-    call.__source__ = source
-    call.__sf_jit__ = jf
-    call.compile_count = jf.compile_count
-    call.recompiles = jf.recompiles
-    call.cache_size = jf.cache_size
-    call.lower = jf.lower
-    call.max_compiles = jf.max_compiles
-    jf.public = call
-    return call
 
 
 def _split_in_shardings(in_shardings: Any, layout: dict[int, Any], static_pos: frozenset) -> Any:
@@ -449,7 +319,7 @@ def jit(fn: Callable | None = None, /, *, max_compiles: int | None = None, **jit
     """
     if fn is None:
         return functools.partial(jit, max_compiles=max_compiles, **jit_kwargs)
-    return _public_function(JitFunction(fn, jit_kwargs, max_compiles, method=False))
+    return public_function(JitFunction(fn, jit_kwargs, max_compiles, method=False))
 
 
 @overload
