@@ -416,3 +416,17 @@ def test_pickled_instance_usable_in_jit(counted_jit):
     f(m)
     f(pickle.loads(pickle.dumps(m)))
     assert f.traces == 1
+
+
+def test_negative_zero_leaf_is_a_different_value_for_static_use():
+    """-0.0 and 0.0 leaves are unequal, so a static-argument instance never reuses the wrong program."""
+
+    @sf.dataclass
+    class D:
+        z: jax.Array
+
+    assert D(jnp.array(0.0)) != D(jnp.array(-0.0))
+    assert D(jnp.array(np.nan)) == D(jnp.array(np.nan))
+    f = jax.jit(lambda d, x: x / d.z, static_argnums=0)
+    assert float(f(D(jnp.array(0.0)), 1.0)) == float("inf")
+    assert float(f(D(jnp.array(-0.0)), 1.0)) == float("-inf")
