@@ -14,7 +14,7 @@ import jax
 import numpy as np
 
 from . import _errors
-from ._spec import FLAT_ATTR, INITIALIZING, KEY_ATTR, SPEC_ATTR, Spec, bad_subclass, ensure_registered, spec_of
+from ._spec import INITIALIZING, KEY_ATTR, SPEC_ATTR, bad_subclass, ensure_registered, spec_of
 
 T = TypeVar("T")
 
