@@ -142,7 +142,7 @@ def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_arg
     _check_field_options(cls)
     all_fields = cls.__dict__["__dataclass_fields__"]
     initvars = [f for f in all_fields.values() if f._field_type is dataclasses._FIELD_INITVAR]  # type: ignore[attr-defined]
-    spec = Spec(cls, check=check, custom_init=user_init is not None)
+    spec = Spec(cls, check=check)
     make_init = init and user_init is None
     generated = generate(spec, initvars, make_init)
     setattr(cls, SPEC_ATTR, spec)

@@ -14,7 +14,7 @@ import jax
 import numpy as np
 
 from . import _errors
-from ._spec import INITIALIZING, KEY_ATTR, SPEC_ATTR, bad_subclass, ensure_registered, spec_of
+from ._spec import INITIALIZING, KEY_ATTR, ensure_registered, spec_of
 
 T = TypeVar("T")
 
@@ -25,7 +25,7 @@ def __setattr__(self: Any, name: str, value: Any) -> None:
     if id(self) in INITIALIZING:
         object.__setattr__(self, name, value)
         return
-    _refuse_undecorated(self)
+    spec_of(self)  # an undecorated subclass's own __init__ lands here: say to decorate it
     raise _errors.frozen_error(type(self), name)
 
 
@@ -33,15 +33,8 @@ def __delattr__(self: Any, name: str) -> None:
     if id(self) in INITIALIZING:
         object.__delattr__(self, name)
         return
-    _refuse_undecorated(self)
+    spec_of(self)
     raise _errors.frozen_error(type(self), name, deleting=True)
-
-
-def _refuse_undecorated(obj: Any) -> None:
-    """An undecorated subclass's own ``__init__`` lands here: say to decorate it."""
-    cls = type(obj)
-    if SPEC_ATTR not in cls.__dict__:
-        bad_subclass(obj, next(b for b in cls.__mro__ if SPEC_ATTR in b.__dict__))
 
 
 def _leaf_sig(leaf: Any) -> tuple:

@@ -45,7 +45,7 @@ INITIALIZING: set[int] = set()
 class Spec:
     """What staticfield knows about one decorated class."""
 
-    def __init__(self, cls: type, check: bool, custom_init: bool) -> None:
+    def __init__(self, cls: type, check: bool) -> None:
         self.cls = cls
         self.fields: tuple[dataclasses.Field, ...] = dataclasses.fields(cls)
         self.names = tuple(f.name for f in self.fields)
@@ -55,7 +55,6 @@ class Spec:
         self.static_set = frozenset(self.static_names)
         self.converters = {f.name: c for f in self.fields if (c := converter_of(f)) is not None}
         self.check = check
-        self.custom_init = custom_init
         self.by_name = {f.name: f for f in self.fields}
         self.unflatten: Any = None  # the generated pytree functions, set by register()
         self.flatten: Any = None
@@ -132,8 +131,8 @@ def spec_of(cls_or_obj: Any, what: str = "this function") -> Spec:
     cls = cls_or_obj if isinstance(cls_or_obj, type) else type(cls_or_obj)
     spec = cls.__dict__.get(SPEC_ATTR)
     if spec is None:
-        if any(SPEC_ATTR in base.__dict__ for base in cls.__mro__[1:]):
-            base = next(b for b in cls.__mro__[1:] if SPEC_ATTR in b.__dict__)
+        base = next((b for b in cls.__mro__[1:] if SPEC_ATTR in b.__dict__), None)
+        if base is not None:
             raise TypeError(
                 _errors.UNDECORATED_SUBCLASS.format(sub=cls.__qualname__, base=base.__qualname__)
             )
