@@ -26,17 +26,25 @@ _REFUSED = {
 }
 
 
-def _mark_static_annotations(cls: type) -> None:
-    """Turn ``x: Static[T]`` (object or string annotation) into static metadata."""
+def _static_annotations(cls: type) -> frozenset[str]:
+    """Names of the class's own fields annotated ``Static[T]`` (object or string annotation)."""
     module = sys.modules.get(cls.__module__)
     globalns = dict(vars(module)) if module else {}
-    localns = dict(vars(cls))
-    localns.setdefault(cls.__name__, cls)
-    for name, ann in cls.__dict__.get("__annotations__", {}).items():
+    localns = {**vars(cls), cls.__name__: cls}
+    return frozenset(
+        name
+        for name, ann in cls.__dict__.get("__annotations__", {}).items()
+        if annotation_is_static(ann, globalns, localns)
+    )
+
+
+def _mark_static_annotations(cls: type, static_names: frozenset[str]) -> None:
+    """Record ``x: Static[T]`` as static metadata on the dataclass field."""
+    for name in static_names:
         f = cls.__dict__["__dataclass_fields__"].get(name)
         if f is None or f._field_type is not dataclasses._FIELD:  # type: ignore[attr-defined]
             continue
-        if annotation_is_static(ann, globalns, localns) and not f.metadata.get(STATIC, False):
+        if not f.metadata.get(STATIC, False):
             f.metadata = types.MappingProxyType({**f.metadata, STATIC: True})
 
 
@@ -55,13 +63,10 @@ class _Constant:
         return f"<constant {_instance.summary(self.value)}>"
 
 
-def _prepare_defaults(cls: type) -> None:
+def _prepare_defaults(cls: type, static_names: frozenset[str]) -> None:
     """Before stdlib sees the class: freeze static defaults (a list default becomes a
     tuple) and let a jax.Array be a default (it is immutable, so sharing it is safe)."""
-    module = sys.modules.get(cls.__module__)
-    globalns = dict(vars(module)) if module else {}
-    localns = {**vars(cls), cls.__name__: cls}
-    for name, ann in cls.__dict__.get("__annotations__", {}).items():
+    for name in cls.__dict__.get("__annotations__", {}):
         if name not in cls.__dict__:
             continue
         value = cls.__dict__[name]
@@ -69,7 +74,7 @@ def _prepare_defaults(cls: type) -> None:
         default = f.default if f is not None else value
         if default is dataclasses.MISSING:
             continue
-        static = (f is not None and f.metadata.get(STATIC, False)) or annotation_is_static(ann, globalns, localns)
+        static = (f is not None and f.metadata.get(STATIC, False)) or name in static_names
         if static:
             frozen = freeze(default, f"{cls.__qualname__}.{name}", name)
             if f is not None:
@@ -125,7 +130,8 @@ def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_arg
     user_init = cls.__dict__.get("__init__")
     if user_init is not None and getattr(user_init, "__staticfield_custom_init__", False):
         user_init = None
-    _prepare_defaults(cls)
+    static_annotated = _static_annotations(cls)
+    _prepare_defaults(cls, static_annotated)
     try:
         dataclasses.dataclass(
             cls, init=False, repr=False, eq=False, frozen=False, match_args=match_args, kw_only=kw_only
@@ -138,7 +144,7 @@ def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_arg
             "one would leak changes between them). Pass default_factory=..., or for a "
             "NumPy array default use a jax array or make the field static."
         ) from None
-    _mark_static_annotations(cls)
+    _mark_static_annotations(cls, static_annotated)
     _check_field_options(cls)
     all_fields = cls.__dict__["__dataclass_fields__"]
     initvars = [f for f in all_fields.values() if f._field_type is dataclasses._FIELD_INITVAR]  # type: ignore[attr-defined]
