@@ -18,7 +18,11 @@ if TYPE_CHECKING:
     from ._jit import JitFunction
 
 
-_GENERATED_NAMES = ("self", "obj", "jitted", "children", "key", "variants", "miss", "SPECS", "_")
+# Names the generated code uses: a parameter called one of these takes the *args path.
+_GENERATED_NAMES = (
+    "self", "obj", "jitted", "children", "key", "keys", "vkey", "dyn",
+    "variants", "miss", "general", "SPECS", "_",
+)
 
 
 def plain_positional(fn: Callable, skip_self: bool = True) -> list[str] | None:
@@ -44,8 +48,9 @@ def public_function(jf: JitFunction) -> Callable[..., Any]:
     (children, key), one dict lookup, then JAX. For a function of plain positional
     parameters it takes exactly those, with no *args packing.
     """
-    params = None if (jf._static_pos or jf._static_names) else plain_positional(jf.fn, skip_self=False)
-    if jf._static_pos or jf._static_names:
+    has_static = bool(jf._static_pos or jf._static_names)
+    params = None if has_static else plain_positional(jf.fn, skip_self=False)
+    if has_static:
         lines = ["def call(*args, **kwargs):", "    return general(*args, **kwargs)"]
     elif params is None or len(params) > 16:
         lines = [
@@ -60,10 +65,11 @@ def public_function(jf: JitFunction) -> Callable[..., Any]:
             "        else:",
             "            dyn.append(a)",
             "            keys.append(None)",
+            "    vkey = tuple(keys)",
             "    try:",
-            "        jitted, _ = variants[tuple(keys)]",
+            "        jitted, _ = variants[vkey]",
             "    except KeyError:",
-            "        return plain(*args, **kwargs)",
+            "        jitted, _ = miss(vkey, args, keys)",
             "    return jitted(*dyn, **kwargs)",
         ]
     else:
@@ -75,16 +81,17 @@ def public_function(jf: JitFunction) -> Callable[..., Any]:
                 "    else:",
                 f"        c{i} = {name}; k{i} = None",
             ]
-        keys = "".join(f"k{i}, " for i in range(len(params)))
+        keys = ", ".join(f"k{i}" for i in range(len(params)))
         lines += [
+            f"    vkey = ({keys},)",
             "    try:",
-            f"        jitted, _ = variants[({keys})]",
+            "        jitted, _ = variants[vkey]",
             "    except KeyError:",
-            f"        return plain({', '.join(params)})",
+            f"        jitted, _ = miss(vkey, ({', '.join(params)},), [{keys}])",
             f"    return jitted({', '.join(f'c{i}' for i in range(len(params)))})",
         ]
     source = "\n".join(lines) + "\n"
-    ns = {"SPECS": SPECS, "variants": jf._variants, "plain": jf._call_plain, "general": jf._call_general}
+    ns = {"SPECS": SPECS, "variants": jf._variants, "miss": jf._general_miss, "general": jf._call_general}
     exec(compile(source, f"<staticfield jit {qualname(jf.fn)}>", "exec"), ns)  # noqa: S102
     call = ns["call"]
     functools.update_wrapper(call, jf.fn)
@@ -96,6 +103,8 @@ def public_function(jf: JitFunction) -> Callable[..., Any]:
     call.lower = jf.lower
     call.max_compiles = jf.max_compiles
     jf.public = call
+    if not has_static:
+        jf._call = call
     return call
 
 

@@ -83,12 +83,9 @@ class JitFunction:
         self._jit_kwargs.update(resolve_donation(fn, self._jit_kwargs))
         has_static = bool(self._static_pos or self._static_names)
         self._fast = method and not has_static
-        self._call: Callable[..., Any] = (
-            method_call(self) if self._fast
-            else self._call_general if (method or has_static)
-            else self._call_plain
-        )
-        self.public: Callable[..., Any] = self  # what sf.jit hands out (see _public_function)
+        # sf.jit without static arguments replaces this with its generated hit path.
+        self._call: Callable[..., Any] = method_call(self) if self._fast else self._call_general
+        self.public: Callable[..., Any] = self  # what sf.jit hands out (see public_function)
 
     # ----- hit paths -------------------------------------------------------------
     def _prepare(self, args: tuple, kwargs: dict) -> tuple[Any, list, dict]:
@@ -123,26 +120,6 @@ class JitFunction:
 
     def _call_general(self, *args: Any, **kwargs: Any) -> Any:
         jitted, dyn, kwargs = self._prepare(args, kwargs)
-        return jitted(*dyn, **kwargs)
-
-    def _call_plain(self, *args: Any, **kwargs: Any) -> Any:
-        """The hit path of ``sf.jit`` without static arguments: one pass over the arguments
-        collects each instance's cached children and key; then one dict lookup."""
-        keys = []
-        dyn = []
-        for a in args:
-            if a.__class__ in SPECS:
-                children, key = _flat(a)
-                dyn.append(children)
-                keys.append(key)
-            else:
-                dyn.append(a)
-                keys.append(None)
-        vkey = tuple(keys)
-        try:
-            jitted, _ = self._variants[vkey]
-        except KeyError:
-            jitted, _ = self._general_miss(vkey, args, keys)
         return jitted(*dyn, **kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -239,7 +216,7 @@ class JitFunction:
     def _commit_trace(self, description: dict[str, tuple], event: Recompile | None) -> None:
         """Count a trace that succeeded, and log it."""
         with self._lock:
-            if event is not None and self._history:
+            if event is not None:
                 event = dataclasses.replace(event, compile_number=self.compile_count + 1)
                 self.recompiles.append(event)
                 logger.info("%s", event)
