@@ -93,22 +93,22 @@ def body(results: Results, targets: list[Target], machine: dict[str, Any],
         res = f"**{t.status}**" + (f" ({t.detail})" if t.detail else "")
         out.append(f"| {t.label} | {got} | {t.bound_text} | {res} |")
 
-    if results.select(dispatch.DISPATCH):
-        out += ["", f"{h} 1. jit dispatch, cache hit, method call", "",
-                "`params.step(x)` with two `f32[4]` arrays and a static int `n` "
-                "(or the closest equivalent each library offers).", ""]
-        out += _table(results.select(dispatch.DISPATCH), dispatch.RAW)
-    if results.select(dispatch.FRESH):
-        out += ["", f"{h} 1b. the same call on a new instance each time", "",
-                "`unflatten(treedef, leaves).step(x)`: the instance is rebuilt by "
-                "`jax.tree_util.tree_unflatten` before every call, as a training loop's "
-                "update hands back a new one. The raw row builds no instance.", ""]
-        out += _table(results.select(dispatch.FRESH), dispatch.RAW)
-    if results.select(dispatch.METHOD_PYTREE):
-        out += ["", f"{h} 2. bound method passed as a pytree into a jitted function", "",
-                "`apply(params.step, x)` where `apply = jax.jit(lambda f, x: f(x))` "
-                "(or `eqx.filter_jit`).", ""]
-        out += _table(results.select(dispatch.METHOD_PYTREE), dispatch.PARTIAL)
+    dispatch_sections = (
+        (dispatch.DISPATCH, dispatch.RAW, "1. jit dispatch, cache hit, method call",
+         "`params.step(x)` with two `f32[4]` arrays and a static int `n` "
+         "(or the closest equivalent each library offers)."),
+        (dispatch.FRESH, dispatch.RAW, "1b. the same call on a new instance each time",
+         "`unflatten(treedef, leaves).step(x)`: the instance is rebuilt by "
+         "`jax.tree_util.tree_unflatten` before every call, as a training loop's "
+         "update hands back a new one. The raw row builds no instance."),
+        (dispatch.METHOD_PYTREE, dispatch.PARTIAL, "2. bound method passed as a pytree into a jitted function",
+         "`apply(params.step, x)` where `apply = jax.jit(lambda f, x: f(x))` "
+         "(or `eqx.filter_jit`)."),
+    )
+    for group, base, title, about in dispatch_sections:
+        if results.select(group):
+            out += ["", f"{h} {title}", "", about, ""]
+            out += _table(results.select(group), base)
     out += image("dispatch.png", "µs per cache-hit call, per library")
     if results.select(variants.VARIANTS):
         out += ["", f"{h} 3. cache hit against the number of cached static variants", "",
