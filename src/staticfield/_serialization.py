@@ -49,7 +49,7 @@ def _key_str(key: Any) -> str:
 
 
 def _desc(x: Any) -> str:
-    from ._instance import summary
+    from ._display import summary
 
     if isinstance(x, _PY_SCALARS):
         return f"a Python {type(x).__name__}"

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._freeze import FrozenDict, keyable
-from ._instance import summary
+from ._display import summary
 from ._spec import SPEC_ATTR, is_instance, spec_of
 
 T = TypeVar("T")
