@@ -3,13 +3,14 @@ the leaves of a dynamic one, then store it. Never run on unflatten."""
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 import jax
 import numpy as np
 
 from . import _errors
-from ._freeze import ATOMIC, freeze
+from ._freeze import ATOMIC, freeze, holds_arrays
 
 try:  # the concrete jax.Array type; looked up without creating an array, which would
     # start the XLA backend at import (jax.distributed.initialize must come first).
@@ -43,6 +44,9 @@ def check_dynamic(cls: type, name: str, value: Any) -> None:
         if _leaf_ok(leaf):
             continue
         where = f"{cls.__qualname__}.{name}{jax.tree_util.keystr(path)}"
+        if isinstance(leaf, types.MethodType) and not isinstance(leaf.__self__, type) and holds_arrays(leaf.__self__):
+            method = f"{type(leaf.__self__).__qualname__}.{leaf.__func__.__name__}"
+            raise TypeError(_errors.BOUND_METHOD.format(where=where, method=method, field=name))
         if isinstance(leaf, (np.ndarray, np.generic)):
             raise TypeError(
                 _errors.BAD_DYNAMIC_DTYPE.format(where=where, dtype=leaf.dtype, field=name)

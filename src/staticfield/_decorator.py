@@ -13,7 +13,7 @@ from typing_extensions import dataclass_transform
 
 from . import _display, _errors, _instance, _state
 from ._codegen import generate
-from ._field import CONVERTER, SHARDING, STATIC, annotation_is_static, field, static
+from ._field import CONVERTER, SHARDING, STATIC, annotation_is_static, field, is_static, static
 from ._freeze import freeze
 from ._spec import SPEC_ATTR, Spec, register
 from ._state import FLAT_ATTR, KEY_ATTR
@@ -75,7 +75,7 @@ def _prepare_defaults(cls: type, static_names: frozenset[str]) -> None:
         default = f.default if f is not None else value
         if default is dataclasses.MISSING:
             continue
-        static = (f is not None and f.metadata.get(STATIC, False)) or name in static_names
+        static = (f is not None and is_static(f)) or name in static_names
         if static:
             frozen = freeze(default, f"{cls.__qualname__}.{name}", name)
             if f is not None:
@@ -96,7 +96,7 @@ def _check_field_options(cls: type) -> None:
         if conv is not None and not callable(conv):
             what = type(conv).__name__
             raise TypeError(_errors.BAD_CONVERTER.format(cls=cls.__qualname__, field=f.name, type=what))
-        if f.metadata.get(STATIC, False) and f.metadata.get(SHARDING) is not None:
+        if is_static(f) and f.metadata.get(SHARDING) is not None:
             raise TypeError(_errors.STATIC_SHARDING.format(cls=cls.__qualname__, field=f.name))
 
 

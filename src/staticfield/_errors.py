@@ -23,8 +23,8 @@ JAX_ARRAY_IN_STATIC = (
     "or pass np.asarray(...) / a Python value."
 )
 
-BOUND_METHOD_STATIC = (
-    "{where}: the bound method {method} cannot be a static field value: it captures its "
+BOUND_METHOD = (
+    "{where}: the bound method {method} cannot be stored in a field: it captures its "
     "instance, which holds arrays (half-built while __init__ runs, and stale after "
     "sf.replace). Store an @sf.jit_method bound method in a dynamic field instead, or a "
     "plain function that takes the instance as an argument."

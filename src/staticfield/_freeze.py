@@ -106,12 +106,13 @@ def _check_no_arrays(value: Any, where: str, field: str) -> None:
             _check_opaque(leaf, f"{where}{jax.tree_util.keystr(path)}", field)
 
 
-def _holds_arrays(obj: Any) -> bool:
+def holds_arrays(obj: Any) -> bool:
+    """Whether ``obj`` is an instance, or an object whose attributes hold arrays."""
     if _is_instance(obj):
         return True
     try:
         leaves = jax.tree_util.tree_leaves(list(vars(obj).values()))
-    except TypeError:  # no __dict__
+    except Exception:  # no __dict__, or attributes JAX cannot flatten
         return False
     return any(isinstance(leaf, (jax.Array, np.ndarray)) for leaf in leaves)
 
@@ -125,13 +126,14 @@ def _check_opaque(value: Any, where: str, field: str) -> None:
         _check_no_arrays((value.func, value.args, dict(value.keywords)), f"{where}<partial>", field)
     elif isinstance(value, types.MethodType):
         owner = value.__self__
-        if not isinstance(owner, type) and _holds_arrays(owner):
+        if not isinstance(owner, type) and holds_arrays(owner):
             method = f"{type(owner).__qualname__}.{value.__func__.__name__}"
-            raise TypeError(_errors.BOUND_METHOD_STATIC.format(where=where, method=method, field=field))
+            raise TypeError(_errors.BOUND_METHOD.format(where=where, method=method, field=field))
     elif (
         type(value).__hash__ is object.__hash__
         and hasattr(value, "__dict__")
         and not isinstance(value, _IDENTITY_EXEMPT)
+        and not hasattr(value, "__wrapped__")  # a wrapped function: jax.jit's, functools.wraps'
     ):
         root = where.split("[", 1)[0].split(" ", 1)[0].split("{", 1)[0]
         if root not in _WARNED:
