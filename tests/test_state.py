@@ -253,3 +253,16 @@ def test_static_key_hash_is_consistent_with_eq():
     a = jax.tree_util.tree_structure(_Holder(1.0, ("a", 1)))
     b = jax.tree_util.tree_structure(_Holder(2.0, ("a", 1)))
     assert a == b and hash(a) == hash(b)
+
+
+@sf.dataclass
+class _Keyed:
+    key: jax.Array
+
+
+def test_typed_prng_key_leaves_compare_hash_and_print():
+    """A typed PRNG key in a dynamic field works with ==, hash and repr."""
+    a, b, c = _Keyed(jax.random.key(0)), _Keyed(jax.random.key(0)), _Keyed(jax.random.key(1))
+    assert a == b and a != c and hash(a) == hash(b)
+    assert repr(a) == "_Keyed(key=key<fry>[])"
+    assert repr(_Keyed(jax.random.split(jax.random.key(0)))) == "_Keyed(key=key<fry>[2])"

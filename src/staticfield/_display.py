@@ -28,8 +28,12 @@ from ._spec import SPEC_ATTR, Spec, is_instance, spec_of
 _DTYPE_SHORT = {"float": "f", "int": "i", "uint": "u", "complex": "c", "bfloat": "bf"}
 
 def short_dtype(dtype: Any) -> str:
-    """``float32`` → ``f32``, ``bfloat16`` → ``bf16``, ``bool`` → ``bool``."""
-    name = np.dtype(dtype).name
+    """``float32`` → ``f32``, ``bfloat16`` → ``bf16``, ``bool`` → ``bool``; an extended
+    dtype (a typed PRNG key) keeps its own name, ``key<fry>``."""
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        return str(dtype)
     for long, short in _DTYPE_SHORT.items():
         if name.startswith(long) and name[len(long):].isdigit():
             return short + name[len(long):]

@@ -39,8 +39,22 @@ def _leaf_sig(leaf: Any) -> tuple:
     # weak_type is part of it: a weak and a strong f32 constant promote differently
     # (x * f16 gives f16 vs f32), so as static_argnums they must not share a program.
     if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
-        return (tuple(leaf.shape), np.dtype(leaf.dtype), getattr(leaf, "weak_type", False))
+        return (tuple(leaf.shape), _dtype(leaf.dtype), getattr(leaf, "weak_type", False))
     return ((), leaf.__class__)
+
+
+def _dtype(dtype: Any) -> Any:
+    """NumPy's dtype where there is one; JAX's own for extended dtypes (typed PRNG keys)."""
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        return dtype
+
+
+def _host(leaf: Any) -> np.ndarray:
+    if jax.dtypes.issubdtype(getattr(leaf, "dtype", None), jax.dtypes.extended):
+        leaf = jax.random.key_data(leaf)  # a typed PRNG key: compare its bits
+    return np.asarray(leaf)
 
 
 def _leaf_equal(cls: type, name: str, a: Any, b: Any) -> bool:
@@ -55,7 +69,7 @@ def _leaf_equal(cls: type, name: str, a: Any, b: Any) -> bool:
             )
     if isinstance(a, jax.ShapeDtypeStruct) or isinstance(b, jax.ShapeDtypeStruct):
         return type(a) is type(b)
-    x, y = np.asarray(a), np.asarray(b)
+    x, y = _host(a), _host(b)
     if x.dtype.kind in "fcV":
         # Bitwise for floats: -0.0 and 0.0 are different values to a program that bakes
         # them in (1/x), and a NaN equals itself, so == stays reflexive.
