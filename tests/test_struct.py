@@ -250,3 +250,19 @@ def test_replace_on_the_class_is_a_clear_error():
     """sf.replace(Class, ...) says to pass an instance, not KeyError."""
     with pytest.raises(TypeError, match=r"sf.replace expects an instance, got the class Params"):
         sf.replace(Params, w=1.0)
+
+
+def test_static_marks_on_a_plain_stdlib_dataclass_base_are_honoured():
+    """Static[T] on an undecorated stdlib dataclass base is static in a decorated subclass."""
+
+    @dataclasses.dataclass
+    class Config:
+        depth: sf.Static[int] = 2
+
+    @sf.dataclass
+    class Model(Config):
+        w: jax.Array = 0.0
+
+    assert sf.static_fields(Model) == ("depth",)
+    assert jax.tree_util.tree_leaves(Model(3, jnp.ones(2)))[0].shape == (2,)
+    assert not sf.is_static(dataclasses.fields(Config)[0])  # the base's own Field is untouched

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import sys
@@ -39,13 +40,27 @@ def _static_annotations(cls: type) -> frozenset[str]:
     )
 
 
+def _inherited_static_annotations(cls: type) -> frozenset[str]:
+    """``Static[T]`` fields declared on undecorated (plain stdlib dataclass) bases, whose
+    Field objects carry no static mark of their own."""
+    names: set[str] = set()
+    for base in cls.__mro__[1:]:
+        if SPEC_ATTR not in base.__dict__ and "__dataclass_fields__" in base.__dict__:
+            names |= _static_annotations(base)
+    return frozenset(names)
+
+
 def _mark_static_annotations(cls: type, static_names: frozenset[str]) -> None:
-    """Record ``x: Static[T]`` as static metadata on the dataclass field."""
+    """Record ``x: Static[T]`` as static metadata on the dataclass field (a copy, where the
+    Field object is a base's)."""
+    fields = cls.__dict__["__dataclass_fields__"]
     for name in static_names:
-        f = cls.__dict__["__dataclass_fields__"].get(name)
+        f = fields.get(name)
         if f is None or f._field_type is not dataclasses._FIELD:  # type: ignore[attr-defined]
             continue
         if not f.metadata.get(STATIC, False):
+            if name not in cls.__dict__.get("__annotations__", {}):
+                f = fields[name] = copy.copy(f)
             f.metadata = types.MappingProxyType({**f.metadata, STATIC: True})
 
 
@@ -195,7 +210,7 @@ def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_arg
             "one would leak changes between them). Pass default_factory=..., or for a "
             "NumPy array default use a jax array or make the field static."
         ) from None
-    _mark_static_annotations(cls, static_annotated)
+    _mark_static_annotations(cls, static_annotated | _inherited_static_annotations(cls))
     _check_field_options(cls)
     all_fields = cls.__dict__["__dataclass_fields__"]
     initvars = [f for f in all_fields.values() if f._field_type is dataclasses._FIELD_INITVAR]  # type: ignore[attr-defined]
