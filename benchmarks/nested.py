@@ -35,29 +35,40 @@ def _apply(layers: tuple, x: jax.Array) -> jax.Array:
     return x
 
 
+def _update(m: Any, lr: jax.Array) -> Any:
+    return jax.tree.map(lambda p: p - lr * p, m)
+
+
+def _stepper(jit: Callable[..., Any], model: Any, call: Callable[[Any, jax.Array], Any]
+             ) -> tuple[Callable[[], Any], list[int]]:
+    """One step: ``model = jit(update)(model, lr)``, then ``call(model, x)``; and the
+    update's trace counter."""
+    upd, count = traced(_update)
+    update_jit = jit(upd)
+    state = {"m": model}
+    x, lr = jnp.ones(4), jnp.float32(1e-3)
+
+    def step() -> Any:
+        state["m"] = m = update_jit(state["m"], lr)
+        return call(m, x)
+
+    return step, count
+
+
+def _layers(make: Callable[[jax.Array, jax.Array], Any]) -> tuple:
+    return tuple(make(jnp.ones((4, 4)) * 0.1, jnp.zeros(4)) for _ in range(LAYERS))
+
+
 def _dicts() -> tuple[Callable[[], Any], list[int]]:
     """The hand-written baseline: the same model as a dict of a tuple of dicts."""
-
-    def update(m, lr):
-        return jax.tree.map(lambda p: p - lr * p, m)
-
-    upd, count = traced(update)
-    update_jit = jax.jit(upd)
 
     def apply(m, x):
         for layer in m["layers"]:
             x = jnp.tanh(x @ layer["w"] + layer["b"])
         return x
 
-    apply_jit = jax.jit(apply)
-    state = {"m": {"layers": tuple({"w": jnp.ones((4, 4)) * 0.1, "b": jnp.zeros(4)} for _ in range(LAYERS))}}
-    x, lr = jnp.ones(4), jnp.float32(1e-3)
-
-    def step() -> Any:
-        state["m"] = m = update_jit(state["m"], lr)
-        return apply_jit(m, x)
-
-    return step, count
+    model = {"layers": _layers(lambda w, b: {"w": w, "b": b})}
+    return _stepper(jax.jit, model, jax.jit(apply))
 
 
 def _ours() -> tuple[Callable[[], Any], list[int]]:
@@ -75,38 +86,12 @@ def _ours() -> tuple[Callable[[], Any], list[int]]:
         def apply(self, x):
             return _apply(self.layers, x)
 
-    def update(m, lr):
-        return jax.tree.map(lambda p: p - lr * p, m)
-
-    upd, count = traced(update)
-    update_jit = sf.jit(upd)
-    model = Model(tuple(Layer(jnp.ones((4, 4)) * 0.1, jnp.zeros(4)) for _ in range(LAYERS)))
-    state = {"m": model}
-    x, lr = jnp.ones(4), jnp.float32(1e-3)
-
-    def step() -> Any:
-        state["m"] = m = update_jit(state["m"], lr)
-        return m.apply(x)
-
-    return step, count
+    return _stepper(sf.jit, Model(_layers(Layer)), lambda m, x: m.apply(x))
 
 
 def _with_jax_jit(layer_cls: type, model_cls: type) -> tuple[Callable[[], Any], list[int]]:
-    def update(m, lr):
-        return jax.tree.map(lambda p: p - lr * p, m)
-
-    upd, count = traced(update)
-    update_jit = jax.jit(upd)
     apply_jit = jax.jit(lambda m, x: _apply(m.layers, x))
-    model = model_cls(tuple(layer_cls(jnp.ones((4, 4)) * 0.1, jnp.zeros(4)) for _ in range(LAYERS)))
-    state = {"m": model}
-    x, lr = jnp.ones(4), jnp.float32(1e-3)
-
-    def step() -> Any:
-        state["m"] = m = update_jit(state["m"], lr)
-        return apply_jit(m, x)
-
-    return step, count
+    return _stepper(jax.jit, model_cls(_layers(layer_cls)), apply_jit)
 
 
 def _flax() -> tuple[Callable[[], Any], list[int]]:
