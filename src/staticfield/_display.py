@@ -110,7 +110,7 @@ def _summarized(value: Any) -> Any:
     )
 
 
-def _repr_pretty_(self: Any, p: Any, cycle: bool) -> None:
+def _repr_pretty_(self: Any, p: Any, cycle: bool = False) -> None:
     """IPython pretty printer: one field per line, static fields marked ``# static``.
 
     A class without static fields prints like its ``repr`` when that fits. Field
