@@ -266,3 +266,53 @@ def test_typed_prng_key_leaves_compare_hash_and_print():
     assert a == b and a != c and hash(a) == hash(b)
     assert repr(a) == "_Keyed(key=key<fry>[])"
     assert repr(_Keyed(jax.random.split(jax.random.key(0)))) == "_Keyed(key=key<fry>[2])"
+
+
+def test_super_call_of_an_overridden_jit_method_never_caches_the_parents_binding():
+    """A subclass override calling super().f(x) gives its own answer on every call."""
+
+    @sf.dataclass
+    class Base:
+        w: jax.Array
+
+        @sf.jit_method
+        def f(self, x):
+            return self.w * x
+
+    @sf.dataclass
+    class Child(Base):
+        def f(self, x):  # a plain override
+            return super().f(x) + 100.0
+
+    @sf.dataclass
+    class JitChild(Base):
+        @sf.jit_method
+        def f(self, x):
+            return super().f(x) + 100.0
+
+    for cls in (Child, JitChild):
+        c = cls(jnp.float32(2.0))
+        assert [float(c.f(1.0)) for _ in range(3)] == [102.0, 102.0, 102.0]
+    assert float(Base(jnp.float32(2.0)).f(1.0)) == 2.0
+
+
+def test_binding_made_while_building_is_not_kept():
+    """A jit_method used inside a custom __init__ is not cached on the half-built instance."""
+
+    @sf.dataclass
+    class Norm:
+        w: jax.Array
+        total: jax.Array
+
+        def __init__(self, w):
+            self.w = w
+            self.total = jnp.float32(0.0)
+            self.total = self.sum()   # binds while building
+
+        @sf.jit_method
+        def sum(self):
+            return self.w.sum() + self.total
+
+    n = Norm(jnp.ones(3))
+    assert float(n.total) == 3.0
+    assert float(n.sum()) == 6.0   # the binding sees the final fields
