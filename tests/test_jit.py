@@ -178,16 +178,35 @@ def test_jit_method_as_scan_body_inside_jit():
     assert run.compile_count == 1
 
 
-def test_sf_jit_counts_per_wrapper():
-    """Each sf.jit call makes a new wrapper with its own counter."""
+def test_sf_jit_shares_its_cache_per_function_and_options():
+    """sf.jit of the same function and options shares programs and counters; other options do not."""
+    traces = []
+
     def f(x):
+        traces.append(x)
         return x + 1
 
     g1, g2 = sf.jit(f), sf.jit(f)
     g1(jnp.ones(2))
     g1(jnp.ones(3))
     g2(jnp.ones(2))
-    assert (g1.compile_count, g2.compile_count) == (2, 1)
+    assert g1 is g2 and g1.compile_count == 2 == len(traces)
+    g3 = sf.jit(f, max_compiles=5)
+    g3(jnp.ones(2))
+    assert (g1.compile_count, g3.compile_count) == (2, 1)
+
+
+def test_inline_sf_jit_in_a_loop_traces_once():
+    """for ...: sf.jit(f)(x) traces once, like jax.jit(f)(x)."""
+    traces = []
+
+    def f(x):
+        traces.append(x)
+        return x * 2
+
+    for i in range(5):
+        sf.jit(f)(jnp.full(2, float(i)))
+    assert len(traces) == 1 and sf.jit(f).compile_count == 1
 
 
 def test_static_argnames_and_argnums_like_jax_jit():

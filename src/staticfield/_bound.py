@@ -18,7 +18,8 @@ import jax
 from ._args import qualname
 from ._jit import JitFunction
 from ._spec import SPECS
-from ._state import cache_binding
+from ._state import cache_binding, flat
+from ._tracker import TRACKER_SETTINGS, check_positive
 
 
 class JitMethod:
@@ -33,38 +34,50 @@ class JitMethod:
         self._jit = engine
         self._name: str | None = None
         # Without static arguments the variant depends on the instance alone: bind to it.
-        self._variants = engine._variants if engine._fast else None
-        self.__doc__ = engine.fn.__doc__
-        self.__wrapped__ = engine.fn
+        self._variants = engine.variants if engine.fast else None
+        fn = engine.fn
+        # The user's function, as doctest, Sphinx and IDEs should see it.
+        self.__name__ = getattr(fn, "__name__", "method")
+        self.__qualname__ = qualname(fn)
+        self.__module__ = getattr(fn, "__module__", None)  # type: ignore[assignment]
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
 
     def __set_name__(self, owner: type, name: str) -> None:
         self._name = name
+        self._jit.attr_name = name
 
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
         if obj is None:
             return self
         variants = self._variants
         if variants is None:
-            return _make(self._jit, None, self._jit._call, obj)
+            return _make(self._jit, None, self._jit.call, obj)
         try:
             children, key = obj._staticfield_flat
-            jitted = variants[key]
+            jitted, _ = variants[key]
         except (KeyError, AttributeError):
-            jitted, children, key = self._jit.variant_of(obj)
-        bound = BoundMethod(jitted, children)
-        bound.engine = self._jit
-        bound.key = key
+            jitted, children = self._jit.method_miss(obj)
+            key = flat(obj)[1]
+        bound = _make(self._jit, key, jitted, children)
         if self._name is not None:  # immutable instance: bind once
             cache_binding(obj, self._name, self, bound)
         return bound
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
+        if name.startswith("__") or name == "_jit":
             raise AttributeError(name)
         return getattr(self._jit, name)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in TRACKER_SETTINGS:  # the budget and warning threshold live in the tracker
+            check_positive(self.__qualname__, name, value)
+            setattr(self._jit.tracker, name, value)
+        else:
+            object.__setattr__(self, name, value)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._jit._call(*args, **kwargs)
+        return self._jit.call(*args, **kwargs)
 
     def __repr__(self) -> str:
         return repr(self._jit)
@@ -84,9 +97,34 @@ class BoundMethod(functools.partial):
     key: Any
 
     def __getattr__(self, name: str) -> Any:
+        # Only reached for names not found normally, so this costs nothing on a call.
+        if name in ("engine", "key"):  # an unset slot: never recurse through __getattr__
+            raise AttributeError(name)
+        if name == "__wrapped__":
+            return self.engine.fn
+        if name in ("__name__", "__qualname__"):
+            return getattr(self.engine.fn, name)
+        if name == "__signature__":
+            return self.engine.bound_signature()
         if name.startswith("__"):
             raise AttributeError(name)
         return getattr(self.engine, name)
+
+    @property
+    def __doc__(self) -> str | None:  # type: ignore[override]
+        return self.engine.fn.__doc__
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not BoundMethod:
+            return NotImplemented
+        return self.engine is other.engine and bool(self.__self__ == other.__self__)  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((BoundMethod, id(self.engine), self.__self__))
+
+    def __reduce__(self) -> tuple:
+        # copy, deepcopy and pickle: the method, looked up again on (a copy of) the instance.
+        return getattr, (self.__self__, self.engine.attr_name)
 
     @property
     def __self__(self) -> Any:
@@ -107,6 +145,7 @@ def _make(engine: JitFunction, key: Any, func: Any, arg: Any) -> BoundMethod:
     bound = BoundMethod(func, arg)
     bound.engine = engine
     bound.key = key
+    bound.__dict__["__module__"] = engine.fn.__module__  # the class's own would be staticfield's
     return bound
 
 
@@ -126,8 +165,12 @@ def _flatten_with_keys(b: BoundMethod) -> tuple[Any, tuple]:
 def _unflatten(aux: tuple, children: Any) -> BoundMethod:
     engine, key = aux
     if key is None:
-        return _make(engine, None, engine._call, children[0])
-    return _make(engine, key, engine._variants[key], tuple(children))
+        return _make(engine, None, engine.call, children[0])
+    children = tuple(children)
+    entry = engine.variants.get(key)
+    if entry is None:  # e.g. after the variants were rebuilt: make it again from the instance
+        return _make(engine, key, engine.method_miss(SPECS[key.cls].unflatten(key, children))[0], children)
+    return _make(engine, key, entry[0], children)
 
 
 jax.tree_util.register_pytree_with_keys(

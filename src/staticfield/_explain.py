@@ -51,11 +51,13 @@ class Change:
 
 @dataclasses.dataclass(frozen=True)
 class Recompile:
-    """A trace after the first: which function, and what changed (``changes``)."""
+    """A trace after the first: which function, what changed (``changes``), and the
+    user's call site that caused it (``location``, ``path:line``)."""
 
     function: str
     changes: list[Change]
     compile_number: int = 0
+    location: str = ""
 
     def __str__(self) -> str:
         return f"{self.function} recompiled (compile #{self.compile_number}){self.reasons()}"

@@ -5,29 +5,37 @@ key (hashed once per instance) picks a per-variant ``jax.jit`` that receives onl
 the instance's dynamic children. So JAX never compares aux_data on a hit, and the
 cost does not grow with the number of static variants. All tracking (counting,
 explaining, the ``max_compiles`` budget) runs while tracing, never on a hit.
+
+Dependencies run one way: ``_variant`` (one variant's ``jax.jit``) and ``_tracker``
+(the counters) know nothing of this module; ``_hitpath`` generates the hit paths from
+explicit inputs; ``_bound`` (the method descriptor) builds on the engine here.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
+import inspect
 import logging
-import operator
+import os
 import threading
 from typing import Any, Callable, TypeVar, overload
 
 from typing_extensions import Concatenate, ParamSpec
 
-import jax
+from jax._src import traceback_util
 
 from . import _explain
-from ._args import qualname, resolve_donation, resolve_static, signature_parts
-from ._hitpath import method_call, public_function
-from ._errors import RecompileError
-from ._explain import Recompile
+from ._args import check_jit_kwargs, qualname, resolve_donation, resolve_static, signature_parts
 from ._freeze import StaticArgKey
-from ._spec import FLAT_ATTR, SPECS, Spec
+from ._hitpath import UNSET, general_call, method_call, public_function
+from ._spec import SPECS
+from ._state import flat
+from ._tracker import TRACKER_COUNTERS, Tracker, check_positive, default_warn_compiles
 from ._types import Jitted, JitMethodDescriptor
+from ._variant import Split, StaticArg, make_jitted
+
+# JAX drops these files' frames from user tracebacks, as it does its own.
+traceback_util.register_exclusion(os.path.dirname(os.path.abspath(__file__)))
 
 logger = logging.getLogger("staticfield")
 P = ParamSpec("P")
@@ -37,204 +45,174 @@ S = TypeVar("S")
 _OWN_KWARGS = ("static_argnums", "static_argnames")
 
 
-_flat = operator.attrgetter(FLAT_ATTR)  # an instance's cached (children, static key)
-
-
-class _Split:
-    """Layout entry: argument ``i`` is an instance passed to JAX as its children."""
-
-    __slots__ = ("spec", "key")
-
-    def __init__(self, spec: Spec, key: Any) -> None:
-        self.spec, self.key = spec, key
-
-    def rebuild(self, children: tuple) -> Any:
-        return self.spec.unflatten(self.key, children)
-
-
-class _StaticArg:
-    """Layout entry: argument ``i`` is static; JAX sees ``None`` in its place."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-
 class JitFunction:
-    """What ``sf.jit(fn)`` returns (and the class attribute of an ``@sf.jit_method``)."""
+    """The engine behind ``sf.jit(fn)`` and an ``@sf.jit_method``: its variants and tracker.
 
-    def __init__(self, fn: Callable, jit_kwargs: dict[str, Any], max_compiles: int | None, method: bool) -> None:
+    ``variants`` maps a variant key to ``(jax.jit, split positions)``: for a method
+    without static arguments the key is ``self``'s static key, else a tuple with one
+    entry per argument (static key, instance key, or ``None``) and static keywords.
+    """
+
+    def __init__(self, fn: Callable, jit_kwargs: dict[str, Any], max_compiles: int | None,
+                 warn_compiles: Any, method: bool) -> None:
         if not callable(fn):
             raise TypeError(f"sf.jit expects a function, got {type(fn).__name__}.")
-        if max_compiles is not None and (not isinstance(max_compiles, int) or max_compiles < 1):
-            raise TypeError(f"{qualname(fn)}: max_compiles must be a positive int, got {max_compiles!r}.")
-        functools.update_wrapper(self, fn)
+        name = qualname(fn)
+        check_positive(name, "max_compiles", max_compiles)
+        if warn_compiles is UNSET:
+            warn_compiles = default_warn_compiles()
+        check_positive(name, "warn_compiles", warn_compiles)
+        check_jit_kwargs(fn, jit_kwargs)
         self.fn = fn
-        self.max_compiles = max_compiles
-        self.compile_count = 0
-        self.recompiles: list[Recompile] = []
-        self._method = method
-        self._history: list[dict[str, tuple]] = []
-        self._lock = threading.RLock()
-        self._variants: dict[Any, tuple[Any, Callable]] = {}
-        self._names, self._static_pos, self._static_names = resolve_static(fn, jit_kwargs)
+        self.attr_name: str = getattr(fn, "__name__", "method")  # a jit_method's class attribute
+        self.method = method
+        self.tracker = Tracker(name, max_compiles, warn_compiles)
+        self.variants: dict[Any, tuple[Any, tuple]] = {}
+        self._lock = threading.Lock()
+        self._bound_signature: inspect.Signature | None = None
+        self.names, self.static_pos, self.static_names = resolve_static(fn, jit_kwargs)
         self._jit_kwargs = {k: v for k, v in jit_kwargs.items() if k not in _OWN_KWARGS}
         self._jit_kwargs.update(resolve_donation(fn, self._jit_kwargs))
-        has_static = bool(self._static_pos or self._static_names)
-        self._fast = method and not has_static
-        # sf.jit without static arguments replaces this with its generated hit path.
-        self._call: Callable[..., Any] = method_call(self) if self._fast else self._call_general
-        self.public: Callable[..., Any] = self  # what sf.jit hands out (see public_function)
+        self.has_static = bool(self.static_pos or self.static_names)
+        self.fast = method and not self.has_static
+        self.call: Callable[..., Any] = (
+            method_call(self.fn, self.variants, self.method_miss)
+            if self.fast else general_call(self.prepare)
+        )
 
-    # ----- hit paths -------------------------------------------------------------
-    def _prepare(self, args: tuple, kwargs: dict) -> tuple[Any, list, dict]:
+    # ----- the general path (static arguments) ---------------------------------------
+    def prepare(self, args: tuple, kwargs: dict) -> tuple[Any, list, dict]:
         """Pick the variant for these arguments; return it with what JAX should see."""
-        static_pos = self._static_pos
+        static_pos = self.static_pos
         parts: list[Any] = []
         for i, a in enumerate(args):
             if i in static_pos:
                 parts.append(self._static_key(a, self._arg_name(i)))
             elif a.__class__ in SPECS:
-                parts.append(_flat(a)[1])
+                parts.append(flat(a)[1])
             else:
-                if self._method and i == 0:
+                if self.method and i == 0:
                     self._not_an_instance(a)
                 parts.append(None)
-        if self._static_names and kwargs:
+        if self.static_names and kwargs:
             kwargs = dict(kwargs)
-            for name in sorted(self._static_names.intersection(kwargs)):
+            for name in sorted(self.static_names.intersection(kwargs)):
                 parts.append((name, self._static_key(kwargs.pop(name), name)))
         vkey = tuple(parts)
         try:
-            jitted, split = self._variants[vkey]
+            jitted, split = self.variants[vkey]
         except KeyError:
-            jitted, split = self._general_miss(vkey, args, parts)
+            jitted, split = self.general_miss(vkey, args, parts)
         dyn = list(args)
         for i in static_pos:
             if i < len(dyn):
                 dyn[i] = None
         for i in split:
-            dyn[i] = _flat(args[i])[0]
+            dyn[i] = flat(args[i])[0]
         return jitted, dyn, kwargs
 
-    def _call_general(self, *args: Any, **kwargs: Any) -> Any:
-        jitted, dyn, kwargs = self._prepare(args, kwargs)
-        return jitted(*dyn, **kwargs)
-
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._call(*args, **kwargs)
+        return self.call(*args, **kwargs)
+
+    # ----- AOT and inspection: the user's arguments, JAX's methods --------------------
+    def _jax_call(self, args: tuple, kwargs: dict) -> tuple[Any, list, dict]:
+        if not self.fast:
+            return self.prepare(args, kwargs)
+        jitted, children = self.method_miss(args[0])
+        return jitted, [children, *args[1:]], kwargs
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """``jax.jit(...).lower`` for these arguments (ahead-of-time compilation)."""
-        if not self._fast:
-            jitted, dyn, kwargs = self._prepare(args, kwargs)
-            return jitted.lower(*dyn, **kwargs)
-        jitted, children = self._method_miss(args[0])
-        return jitted.lower(children, *args[1:], **kwargs)
+        jitted, dyn, kwargs = self._jax_call(args, kwargs)
+        return jitted.lower(*dyn, **kwargs)
 
-    # ----- misses: make a per-variant jax.jit -----------------------------------
-    def variant_of(self, obj: Any) -> tuple[Any, tuple, Any]:
-        """The per-variant jit for ``obj``'s static key (made on first sight), with ``obj``'s
-        children and key: what a method call hands to JAX."""
-        spec = SPECS.get(type(obj))
-        if spec is None:
-            self._not_an_instance(obj)
-        children, key = _flat(obj)
-        jitted = self._variants.get(key)
-        if jitted is None:
-            with self._lock:
-                if key not in self._variants:
-                    self._variants[key] = self._make_jitted({0: _Split(spec, key)}, (), 1)
-                jitted = self._variants[key]
-        return jitted, children, key
+    def trace(self, *args: Any, **kwargs: Any) -> Any:
+        """``jax.jit(...).trace`` for these arguments (a ``Traced``: ``.jaxpr``, ``.lower()``)."""
+        jitted, dyn, kwargs = self._jax_call(args, kwargs)
+        return jitted.trace(*dyn, **kwargs)
 
-    def _method_miss(self, obj: Any) -> tuple[Any, tuple]:
-        jitted, children, _ = self.variant_of(obj)
-        return jitted, children
+    def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
+        """``jax.jit(...).eval_shape``: the output's shapes and dtypes, without running it."""
+        jitted, dyn, kwargs = self._jax_call(args, kwargs)
+        return jitted.eval_shape(*dyn, **kwargs)
 
-    def _general_miss(self, vkey: tuple, args: tuple, parts: list) -> tuple[Any, list]:
-        with self._lock:
-            if vkey in self._variants:
-                return self._variants[vkey]
-            layout: dict[int, Any] = {}
-            for i, a in enumerate(args):
-                if i in self._static_pos:
-                    layout[i] = _StaticArg(a)
-                elif parts[i] is not None:
-                    layout[i] = _Split(SPECS[type(a)], parts[i])
-            split = tuple(i for i, entry in layout.items() if isinstance(entry, _Split))
-            static_kwargs = tuple((name, key.raw) for name, key in parts[len(args):])
-            entry = (self._make_jitted(layout, static_kwargs, len(args)), split)
-            self._variants[vkey] = entry
-            return entry
-
-    def _make_jitted(self, layout: dict[int, Any], static_kwargs: tuple, nargs: int) -> Any:
-        fn, names = self.fn, self._names
-        static_pos, static_names = self._static_pos, self._static_names
-        begin, commit = self._begin_trace, self._commit_trace
-
-        def inner(*dyn: Any, **kwargs: Any) -> Any:
-            args = list(dyn)
-            for i, entry in layout.items():
-                if isinstance(entry, _Split):
-                    args[i] = entry.rebuild(dyn[i])
-                else:
-                    args[i] = entry.value
-            kwargs.update(static_kwargs)
-            description = _explain.describe(names, tuple(args), kwargs, static_pos, static_names)
-            event = begin(description)
-            out = fn(*args, **kwargs)
-            commit(description, event)  # only a trace that succeeded counts
-            return out
-
-        inner.__name__ = getattr(fn, "__name__", "fn")
-        inner.__qualname__ = qualname(fn)
-        kwargs = dict(self._jit_kwargs)
-        if "in_shardings" in kwargs:
-            kwargs["in_shardings"] = _split_in_shardings(kwargs["in_shardings"], layout, static_pos)
-        return jax.jit(inner, **kwargs)
-
-    # ----- tracking (runs while tracing only) ------------------------------------
-    def _begin_trace(self, description: dict[str, tuple]) -> Recompile | None:
-        """Explain a trace before it runs; refuse it if it would exceed ``max_compiles``."""
-        with self._lock:
-            if not self._history:
-                return None
-            event = Recompile(
-                qualname(self.fn), _explain.closest(self._history, description), self.compile_count + 1
-            )
-            if self.max_compiles is not None and self.compile_count + 1 > self.max_compiles:
-                raise RecompileError(
-                    f"{event.function} would compile {self.compile_count + 1} times, over its "
-                    f"budget max_compiles={self.max_compiles}{event.reasons()}\nKeep the changing "
-                    "value dynamic (a traced field or argument), reuse an earlier value, or "
-                    "raise max_compiles."
-                )
-            return event
-
-    def _commit_trace(self, description: dict[str, tuple], event: Recompile | None) -> None:
-        """Count a trace that succeeded, and log it."""
-        with self._lock:
-            if event is not None:
-                event = dataclasses.replace(event, compile_number=self.compile_count + 1)
-                self.recompiles.append(event)
-                logger.info("%s", event)
-            else:
-                logger.debug("%s compiled for the first time", qualname(self.fn))
-            self._history.append(description)
-            self.compile_count += 1
-            if self.public is not self:
-                self.public.compile_count = self.compile_count  # type: ignore[attr-defined]
+    def clear_cache(self) -> None:
+        """Drop every compiled program of every variant; ``compile_count`` stays a history,
+        and ``max_compiles`` counts the programs compiled from now on."""
+        for jitted, _ in list(self.variants.values()):
+            jitted.clear_cache()
+        self.tracker.programs_cleared()
 
     def cache_size(self) -> int:
         """JAX's count of compiled executables over all static variants."""
-        entries = list(self._variants.values())
-        return sum((e[0] if isinstance(e, tuple) else e)._cache_size() for e in entries)
+        return sum(jitted._cache_size() for jitted, _ in list(self.variants.values()))
 
-    # ----- helpers -----------------------------------------------------------------
+    # ----- misses: make a per-variant jax.jit -----------------------------------------
+    def method_miss(self, obj: Any) -> tuple[Any, tuple]:
+        """The variant's jit for ``obj``'s static key (made on first sight), and ``obj``'s children."""
+        if obj.__class__ not in SPECS:
+            self._not_an_instance(obj)
+        children, key = flat(obj)
+        entry = self.variants.get(key)
+        if entry is None:
+            with self._lock:
+                entry = self.variants.get(key)
+                if entry is None:
+                    spec = SPECS[obj.__class__]
+                    entry = self.variants[key] = (self._make_jitted({0: Split(spec, key)}, (), ()), (0,))
+        return entry[0], children
+
+    def general_miss(self, vkey: tuple, args: tuple, parts: list) -> tuple[Any, tuple]:
+        with self._lock:
+            if vkey in self.variants:
+                return self.variants[vkey]
+            layout: dict[int, Any] = {}
+            for i, a in enumerate(args):
+                if i in self.static_pos:
+                    layout[i] = StaticArg(a)
+                elif parts[i] is not None:
+                    layout[i] = Split(SPECS[type(a)], parts[i])
+            split = tuple(i for i, entry in layout.items() if isinstance(entry, Split))
+            static_kwargs = tuple((name, key.raw) for name, key in parts[len(args):])
+            entry = self.variants[vkey] = (self._make_jitted(layout, static_kwargs, split), split)
+            return entry
+
+    def _make_jitted(self, layout: dict[int, Any], static_kwargs: tuple, split: tuple) -> Any:
+        return make_jitted(self.fn, layout, static_kwargs, self._traced, self._jit_kwargs, self.static_pos)
+
+    def _traced(self, args: tuple, kwargs: dict) -> Any:
+        """The user's function while JAX traces it: described, budgeted, counted."""
+        tracker = self.tracker
+        try:
+            description = _explain.describe(self.names, args, kwargs, self.static_pos, self.static_names)
+        except Exception as exc:  # tracking must never break the user's call
+            logger.warning("staticfield could not describe the arguments of %s (%s: %s); "
+                                    "the call goes on", tracker.function, type(exc).__name__, exc)
+            description = None
+        ticket = tracker.begin(description)
+        try:
+            out = self.fn(*args, **kwargs)
+        except BaseException:
+            tracker.abort(ticket)
+            raise
+        tracker.commit(ticket)  # only a trace that succeeded counts
+        return out
+
+    # ----- helpers ----------------------------------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        if name in TRACKER_COUNTERS:  # one home: the tracker
+            return getattr(self.tracker, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def bound_signature(self) -> inspect.Signature:
+        """The wrapped signature without ``self``: what ``obj.method`` takes."""
+        if self._bound_signature is None:
+            sig = inspect.signature(self.fn)
+            self._bound_signature = sig.replace(parameters=list(sig.parameters.values())[1:])
+        return self._bound_signature
+
     def _arg_name(self, i: int) -> str:
-        return self._names[i] if i < len(self._names) else f"args[{i}]"
+        return self.names[i] if i < len(self.names) else f"args[{i}]"
 
     def _static_key(self, value: Any, name: str) -> Any:
         try:
@@ -255,61 +233,68 @@ class JitFunction:
         )
 
     def __repr__(self) -> str:
-        kind = "jit_method" if self._method else "jit"
-        return f"<sf.{kind} {qualname(self.fn)}: {self.compile_count} compile(s)>"
+        kind = "jit_method" if self.method else "jit"
+        return f"<sf.{kind} {qualname(self.fn)}: {self.tracker.compile_count} compile(s)>"
 
 
-def _split_in_shardings(in_shardings: Any, layout: dict[int, Any], static_pos: frozenset) -> Any:
-    """Map the user's ``in_shardings`` (static arguments left out, as in ``jax.jit``) onto
-    what JAX sees: ``None`` at static positions, children at split instances."""
-    if not isinstance(in_shardings, (tuple, list)):
-        return in_shardings
-    given = list(in_shardings)
-    out = []
-    for i in range(len(given) + len(static_pos)):
-        if i in static_pos:
-            out.append(None)
-            continue
-        s = given.pop(0) if given else None
-        entry = layout.get(i)
-        if isinstance(entry, _Split) and isinstance(s, entry.spec.cls):
-            s = _flat(s)[0]
-        out.append(s)
-    return tuple(out)
+# sf.jit(fn, **opts) again with the same function and options gives the same function,
+# kept on ``fn`` itself, so it lives exactly as long as ``fn`` (and a cycle with it is freed).
+_SHARED_ATTR = "__staticfield_jit__"
+
+
+def _shared(fn: Callable, options: dict[str, Any], make: Callable[[], Any]) -> Any:
+    try:
+        key = tuple(sorted(options.items()))
+        hash(key)
+        cache = fn.__dict__.setdefault(_SHARED_ATTR, {})
+    except (TypeError, AttributeError):  # unhashable options, or a callable without __dict__
+        return make()
+    public = cache.get(key)
+    if public is None:
+        public = cache[key] = make()
+    return public
 
 
 @overload
-def jit(fn: Callable[P, T], /, *, max_compiles: int | None = None, **jit_kwargs: Any) -> Jitted[P, T]: ...
+def jit(fn: Callable[P, T], /, *, max_compiles: int | None = None, warn_compiles: int | None = ...,
+        **jit_kwargs: Any) -> Jitted[P, T]: ...
 @overload
 def jit(
-    fn: None = None, /, *, max_compiles: int | None = None, **jit_kwargs: Any
+    fn: None = None, /, *, max_compiles: int | None = None, warn_compiles: int | None = ..., **jit_kwargs: Any
 ) -> Callable[[Callable[P, T]], Jitted[P, T]]: ...
 
 
-def jit(fn: Callable | None = None, /, *, max_compiles: int | None = None, **jit_kwargs: Any) -> Any:
+def jit(fn: Callable | None = None, /, *, max_compiles: int | None = None, warn_compiles: Any = UNSET,
+        **jit_kwargs: Any) -> Any:
     """``jax.jit`` with compile tracking, for free functions.
 
     Top-level ``@sf.dataclass`` arguments are looked up by their static key, so
     many static variants cost no more per call than one. Takes ``jax.jit``'s keyword
-    arguments, plus ``max_compiles``. The result has ``compile_count``,
-    ``cache_size()`` and ``recompiles``; each call of ``sf.jit`` makes a new counter.
+    arguments, plus ``max_compiles`` and ``warn_compiles``. The result has
+    ``compile_count``, ``cache_size()``, ``recompiles`` and ``clear_cache()``. Like
+    ``jax.jit``, whose cache belongs to the function, calling ``sf.jit`` again with
+    the same function and options gives the same compiled programs and counters.
     """
     if fn is None:
-        return functools.partial(jit, max_compiles=max_compiles, **jit_kwargs)
-    return public_function(JitFunction(fn, jit_kwargs, max_compiles, method=False))
+        return functools.partial(jit, max_compiles=max_compiles, warn_compiles=warn_compiles, **jit_kwargs)
+    options = dict(jit_kwargs, max_compiles=max_compiles, warn_compiles=warn_compiles)
+    return _shared(fn, options, lambda: public_function(
+        JitFunction(fn, jit_kwargs, max_compiles, warn_compiles, method=False)))
 
 
 @overload
 def jit_method(
-    fn: Callable[Concatenate[S, P], T], /, *, max_compiles: int | None = None, **jit_kwargs: Any
+    fn: Callable[Concatenate[S, P], T], /, *, max_compiles: int | None = None,
+    warn_compiles: int | None = ..., **jit_kwargs: Any
 ) -> JitMethodDescriptor[S, P, T]: ...
 @overload
 def jit_method(
-    fn: None = None, /, *, max_compiles: int | None = None, **jit_kwargs: Any
+    fn: None = None, /, *, max_compiles: int | None = None, warn_compiles: int | None = ..., **jit_kwargs: Any
 ) -> Callable[[Callable[Concatenate[S, P], T]], JitMethodDescriptor[S, P, T]]: ...
 
 
-def jit_method(fn: Callable | None = None, /, *, max_compiles: int | None = None, **jit_kwargs: Any) -> Any:
+def jit_method(fn: Callable | None = None, /, *, max_compiles: int | None = None, warn_compiles: Any = UNSET,
+               **jit_kwargs: Any) -> Any:
     """Jit a method of an ``@sf.dataclass``, with ``self`` passed as a pytree.
 
     New array values in ``self`` never recompile; a changed static field always
@@ -317,7 +302,7 @@ def jit_method(fn: Callable | None = None, /, *, max_compiles: int | None = None
     is itself a pytree of ``obj``'s dynamic leaves.
     """
     if fn is None:
-        return functools.partial(jit_method, max_compiles=max_compiles, **jit_kwargs)
+        return functools.partial(jit_method, max_compiles=max_compiles, warn_compiles=warn_compiles, **jit_kwargs)
     if isinstance(fn, (staticmethod, classmethod, property)):
         raise TypeError(
             f"@sf.jit_method decorates a plain method (def name(self, ...)), got a "
@@ -333,4 +318,4 @@ def jit_method(fn: Callable | None = None, /, *, max_compiles: int | None = None
         )
     from ._bound import JitMethod  # the descriptor and bound-method pytree built on this engine
 
-    return JitMethod(JitFunction(fn, jit_kwargs, max_compiles, method=True))
+    return JitMethod(JitFunction(fn, jit_kwargs, max_compiles, warn_compiles, method=True))

@@ -1,0 +1,136 @@
+"""sf.jit and @sf.jit_method behave like jax.jit around the call: leaf types, copies, names, equality."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import staticfield as sf
+
+
+def test_typed_prng_key_recompile_is_explained():
+    """A typed PRNG key among the arguments never breaks the explanation of a recompile."""
+    f = sf.jit(lambda k, x: x + 1)
+    f(jax.random.key(0), 1.0)
+    out = f(jax.random.key(0), jnp.ones(2))
+    np.testing.assert_allclose(out, np.full(2, 2.0))
+    assert f.compile_count == 2
+    (event,) = f.recompiles
+    assert [(c.path, c.kind) for c in event.changes] == [("x", "shape")]
+
+
+def test_typed_key_change_is_described():
+    """A typed key's shape change is described with its key dtype."""
+    f = sf.jit(lambda k: jax.random.key_data(k))
+    f(jax.random.key(0))
+    f(jax.random.split(jax.random.key(0), 3))
+    (event,) = f.recompiles
+    (change,) = event.changes
+    assert change.kind == "shape" and "key<fry>" in change.new and "[3]" in change.new
+
+
+def test_float0_leaf_is_described():
+    """A float0 leaf (the tangent of an integer) is describable."""
+    f = sf.jit(lambda t, x: x * 2)
+    f(np.zeros((), dtype=jax.dtypes.float0), 1.0)
+    f(np.zeros((2,), dtype=jax.dtypes.float0), 1.0)
+    (event,) = f.recompiles
+    assert [(c.path, c.kind) for c in event.changes] == [("t", "shape")]
+
+
+def test_tracking_failure_never_breaks_the_call(monkeypatch, caplog):
+    """A bug in the explainer is reported on the staticfield logger, never raised into the call."""
+    from staticfield import _explain
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("explainer bug")
+
+    monkeypatch.setattr(_explain, "describe", broken)
+    f = sf.jit(lambda x: x + 1)
+    with caplog.at_level("WARNING", logger="staticfield"):
+        f(1.0)
+        out = f(jnp.ones(2))
+    np.testing.assert_allclose(out, np.full(2, 2.0))
+    assert f.compile_count == 2
+    assert "explainer bug" in caplog.text
+
+
+def _model_class():
+    @sf.dataclass
+    class Model:
+        w: jax.Array
+        n: sf.Static[int] = 1
+
+        @sf.jit_method
+        def apply(self, x, scale=1.0):
+            """Apply the model to x."""
+            return self.w * x * self.n * scale
+
+    return Model
+
+
+def test_copy_and_deepcopy_of_a_bound_method():
+    """copy.copy and copy.deepcopy of obj.method (and of a pytree holding it) give a working method."""
+    Model = _model_class()
+    m = Model(jnp.ones(2), 3)
+    for c in (copy.copy(m.apply), copy.deepcopy(m.apply), copy.deepcopy({"f": m.apply})["f"]):
+        np.testing.assert_allclose(c(2.0), np.full(2, 6.0))
+        assert c == m.apply and c.compile_count == Model.apply.compile_count
+        assert len(jax.tree_util.tree_leaves(c)) == 1
+
+
+def test_bound_methods_of_equal_instances_are_equal():
+    """Two bound methods of == instances are == and hash alike; of different instances, not ==."""
+    Model = _model_class()
+    a, b = Model(jnp.ones(2), 3), Model(jnp.ones(2), 3)
+    c = Model(jnp.ones(2), 4)
+    assert a == b
+    assert a.apply == b.apply and hash(a.apply) == hash(b.apply)
+    assert a.apply != c.apply
+
+
+def test_method_metadata_is_the_user_function():
+    """Cls.method and obj.method carry the user's name, qualname, module, doc and signature."""
+    Model = _model_class()
+    m = Model(jnp.ones(2))
+    for f in (Model.apply, m.apply):
+        assert f.__name__ == "apply"
+        assert f.__qualname__.endswith("Model.apply")
+        assert f.__module__ == __name__
+        assert f.__doc__ == "Apply the model to x."
+        assert f.__wrapped__ is Model.__dict__["apply"].__wrapped__
+    assert list(inspect.signature(Model.apply).parameters) == ["self", "x", "scale"]
+    assert list(inspect.signature(m.apply).parameters) == ["x", "scale"]
+
+
+def test_jit_metadata_is_the_user_function():
+    """What sf.jit returns carries the user's name, module and signature."""
+
+    def step(params, x):
+        """One step."""
+        return params * x
+
+    f = sf.jit(step, static_argnames="x")
+    assert (f.__name__, f.__module__, f.__doc__) == ("step", __name__, "One step.")
+    assert list(inspect.signature(f).parameters) == ["params", "x"]
+
+
+def test_unknown_jit_keyword_fails_at_decoration():
+    """An unknown jax.jit keyword is refused when decorating, naming the function and the keyword."""
+    with pytest.raises(TypeError, match=r"step: unknown jax.jit keyword 'static_argnum'"):
+
+        @sf.jit(static_argnum=0)
+        def step(x):
+            return x
+
+    with pytest.raises(TypeError, match=r"Model.apply: unknown jax.jit keyword 'donate'"):
+
+        class Model:
+            @sf.jit_method(donate=0)
+            def apply(self, x):
+                return x
