@@ -134,3 +134,56 @@ def test_unknown_jit_keyword_fails_at_decoration():
             @sf.jit_method(donate=0)
             def apply(self, x):
                 return x
+
+
+@sf.dataclass
+class _Net:
+    w: jax.Array
+    depth: int = 2  # forgot sf.static: a traced int
+
+    @sf.jit_method
+    def apply(self, x):
+        for _ in range(self.depth):
+            x = x * self.w
+        return x
+
+    @sf.jit_method
+    def named(self, x, name):
+        return x
+
+
+def test_jax_errors_name_the_user_function_and_argument_paths():
+    """JAX's tracer errors name the user's function, file and `self.depth`, not internal paths."""
+    with pytest.raises(jax.errors.TracerIntegerConversionError) as info:
+        _Net(jnp.ones(2)).apply(1.0)
+    message = str(info.value)
+    assert f"apply at {__file__}" in message
+    assert "argument self.depth" in message
+
+
+def test_jax_errors_name_a_non_array_argument():
+    """A str passed to a jit_method is reported at its parameter's name."""
+    with pytest.raises(TypeError, match=r"passed to the function at path name\b"):
+        _Net(jnp.ones(2), 2).named(1.0, "a")
+
+
+def test_tracebacks_hide_staticfield_frames():
+    """A JAX error raised through a jit_method shows no staticfield frame in its traceback."""
+    import traceback
+
+    with pytest.raises(jax.errors.TracerIntegerConversionError) as info:
+        _Net(jnp.ones(2)).apply(1.0)
+    frames = traceback.extract_tb(info.value.__traceback__)
+    assert not [f for f in frames if "/staticfield/" in f.filename]
+    assert any(f.filename == __file__ for f in frames)
+
+
+def test_explain_cache_misses_names_user_paths(caplog):
+    """jax_explain_cache_misses reports argument paths and the call site in the user's words."""
+    f = sf.jit(lambda params, x: x * params["w"])
+    with jax.explain_cache_misses(True), caplog.at_level("WARNING"):
+        f({"w": jnp.ones(2)}, 1.0)
+        f({"w": jnp.ones(3)}, 1.0)
+    text = caplog.text
+    assert "params['w']" in text
+    assert "dyn[" not in text and "staticfield generated" not in text

@@ -22,7 +22,7 @@ from typing import Any, Callable, TypeVar, overload
 
 from typing_extensions import Concatenate, ParamSpec
 
-from jax._src import traceback_util
+from jax._src import source_info_util, traceback_util
 
 from . import _explain
 from ._args import check_jit_kwargs, qualname, resolve_donation, resolve_static, signature_parts
@@ -34,8 +34,11 @@ from ._tracker import TRACKER_COUNTERS, Tracker, check_positive, default_warn_co
 from ._types import Jitted, JitMethodDescriptor
 from ._variant import Split, StaticArg, make_jitted
 
-# JAX drops these files' frames from user tracebacks, as it does its own.
+# JAX drops these files' frames (and our generated code's) from user tracebacks and
+# from the call sites it reports, as it does its own.
 traceback_util.register_exclusion(os.path.dirname(os.path.abspath(__file__)))
+source_info_util.register_exclusion(os.path.dirname(os.path.abspath(__file__)))
+source_info_util.register_exclusion("<staticfield generated")
 
 logger = logging.getLogger("staticfield")
 P = ParamSpec("P")
