@@ -26,6 +26,7 @@ from jax._src import source_info_util, traceback_util
 
 from . import _explain
 from ._args import check_jit_kwargs, qualname, resolve_donation, resolve_static, signature_parts
+from ._errors import RecompileError
 from ._freeze import StaticArgKey
 from ._hitpath import UNSET, general_call, method_call, public_function
 from ._spec import SPECS
@@ -72,6 +73,7 @@ class JitFunction:
         self.tracker = Tracker(name, max_compiles, warn_compiles)
         self.variants: dict[Any, tuple[Any, tuple]] = {}
         self._lock = threading.Lock()
+        self._compiled: set = set()  # variant keys with a successful trace
         self._bound_signature: inspect.Signature | None = None
         self.names, self.static_pos, self.static_names = resolve_static(fn, jit_kwargs)
         self._jit_kwargs = {k: v for k, v in jit_kwargs.items() if k not in _OWN_KWARGS}
@@ -162,7 +164,7 @@ class JitFunction:
                 entry = self.variants.get(key)
                 if entry is None:
                     spec = SPECS[obj.__class__]
-                    entry = self.variants[key] = (self._make_jitted({0: Split(spec, key)}, (), ()), (0,))
+                    entry = self.variants[key] = (self._make_jitted(key, {0: Split(spec, key)}, ()), (0,))
         return entry[0], children
 
     def general_miss(self, vkey: tuple, args: tuple, parts: list) -> tuple[Any, tuple]:
@@ -177,13 +179,14 @@ class JitFunction:
                     layout[i] = Split(SPECS[type(a)], parts[i])
             split = tuple(i for i, entry in layout.items() if isinstance(entry, Split))
             static_kwargs = tuple((name, key.raw) for name, key in parts[len(args):])
-            entry = self.variants[vkey] = (self._make_jitted(layout, static_kwargs, split), split)
+            entry = self.variants[vkey] = (self._make_jitted(vkey, layout, static_kwargs), split)
             return entry
 
-    def _make_jitted(self, layout: dict[int, Any], static_kwargs: tuple, split: tuple) -> Any:
-        return make_jitted(self.fn, layout, static_kwargs, self._traced, self._jit_kwargs, self.static_pos)
+    def _make_jitted(self, vkey: Any, layout: dict[int, Any], static_kwargs: tuple) -> Any:
+        traced = functools.partial(self._traced, vkey)
+        return make_jitted(self.fn, layout, static_kwargs, traced, self._jit_kwargs, self.static_pos)
 
-    def _traced(self, args: tuple, kwargs: dict) -> Any:
+    def _traced(self, vkey: Any, args: tuple, kwargs: dict) -> Any:
         """The user's function while JAX traces it: described, budgeted, counted."""
         tracker = self.tracker
         try:
@@ -192,13 +195,20 @@ class JitFunction:
             logger.warning("staticfield could not describe the arguments of %s (%s: %s); "
                                     "the call goes on", tracker.function, type(exc).__name__, exc)
             description = None
-        ticket = tracker.begin(description)
+        try:
+            ticket = tracker.begin(description)
+        except RecompileError:
+            with self._lock:  # refused: not cached either, unless the variant has programs
+                if vkey not in self._compiled:
+                    self.variants.pop(vkey, None)
+            raise
         try:
             out = self.fn(*args, **kwargs)
         except BaseException:
             tracker.abort(ticket)
             raise
         tracker.commit(ticket)  # only a trace that succeeded counts
+        self._compiled.add(vkey)
         return out
 
     # ----- helpers ----------------------------------------------------------------------
