@@ -187,3 +187,78 @@ def test_explain_cache_misses_names_user_paths(caplog):
     text = caplog.text
     assert "params['w']" in text
     assert "dyn[" not in text and "staticfield generated" not in text
+
+
+def test_trace_eval_shape_and_lower_take_the_users_arguments():
+    """.trace, .eval_shape and .lower take instances and static arguments as the call does."""
+    Model = _model_class()
+    m = Model(jnp.ones(2), 3)
+    for f, args in ((m.apply, (2.0,)), (Model.apply, (m, 2.0))):
+        shape = f.eval_shape(*args)
+        assert (shape.shape, shape.dtype) == ((2,), jnp.float32)
+        assert "mul" in str(f.trace(*args).jaxpr)
+        assert "mul" in f.lower(*args).as_text()
+    g = sf.jit(lambda x, n: x * n, static_argnames="n")
+    assert g.eval_shape(jnp.ones(3), n=2).shape == (3,)
+    assert "mul" in str(g.trace(jnp.ones(3), n=2).jaxpr)
+
+
+def test_clear_cache_drops_programs_and_resets_the_budget():
+    """clear_cache() drops every program; compile_count stays a history; the budget counts anew."""
+    traces = []
+
+    @sf.dataclass
+    class M:
+        x: jax.Array
+
+        @sf.jit_method(max_compiles=1)
+        def f(self, y):
+            traces.append(y)
+            return self.x + y
+
+    m = M(jnp.ones(2))
+    m.f(1.0)
+    assert M.f.cache_size() == 1
+    M.f.clear_cache()
+    assert M.f.cache_size() == 0
+    np.testing.assert_allclose(m.f(1.0), np.full(2, 2.0))
+    assert len(traces) == 2 and M.f.compile_count == 2 and M.f.cache_size() == 1
+    f = sf.jit(lambda x: x + 1, max_compiles=1)
+    f(1.0)
+    f.clear_cache()
+    f(1.0)
+    assert f.compile_count == 2
+
+
+def test_jax_clear_caches_does_not_exhaust_the_budget():
+    """After jax.clear_caches(), a method at its max_compiles recompiles its live variant again."""
+    @sf.dataclass
+    class M:
+        x: jax.Array
+
+        @sf.jit_method(max_compiles=1)
+        def f(self, y):
+            return self.x + y
+
+    m = M(jnp.ones(2))
+    m.f(1.0)
+    jax.clear_caches()
+    np.testing.assert_allclose(m.f(1.0), np.full(2, 2.0))
+    np.testing.assert_allclose(m.f(2.0), np.full(2, 3.0))
+    with pytest.raises(sf.RecompileError):
+        m.f(jnp.ones(3))
+
+
+def test_setting_max_compiles_on_the_function_is_honoured():
+    """f.max_compiles = 1 on what sf.jit returns (or on Cls.method) sets the budget itself."""
+    f = sf.jit(lambda x: x + 1)
+    f.max_compiles = 1
+    f(1.0)
+    with pytest.raises(sf.RecompileError, match="max_compiles=1"):
+        f(jnp.ones(2))
+    assert f.compile_count == 1
+    Model = _model_class()
+    Model.apply.max_compiles = 1
+    Model(jnp.ones(2), 1).apply(1.0)
+    with pytest.raises(sf.RecompileError, match=r"Model.apply would compile 2 times"):
+        Model(jnp.ones(2), 2).apply(1.0)

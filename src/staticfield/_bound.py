@@ -137,6 +137,14 @@ class BoundMethod(functools.partial):
         """``jax.jit(...).lower`` for ``obj.method(*args, **kwargs)``."""
         return self.engine.lower(self.__self__, *args, **kwargs)
 
+    def trace(self, *args: Any, **kwargs: Any) -> Any:
+        """``jax.jit(...).trace`` for ``obj.method(*args, **kwargs)``."""
+        return self.engine.trace(self.__self__, *args, **kwargs)
+
+    def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
+        """``jax.jit(...).eval_shape`` for ``obj.method(*args, **kwargs)``."""
+        return self.engine.eval_shape(self.__self__, *args, **kwargs)
+
     def __repr__(self) -> str:
         return f"<bound sf.jit_method {qualname(self.engine.fn)} of {self.__self__!r}>"
 

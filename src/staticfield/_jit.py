@@ -70,8 +70,8 @@ class JitFunction:
         self.fn = fn
         self.attr_name: str = getattr(fn, "__name__", "method")  # a jit_method's class attribute
         self.method = method
-        self.tracker = Tracker(name, max_compiles, warn_compiles)
         self.variants: dict[Any, tuple[Any, tuple]] = {}
+        self.tracker = Tracker(name, max_compiles, warn_compiles, self.cache_size)
         self._lock = threading.Lock()
         self._compiled: set = set()  # variant keys with a successful trace
         self._bound_signature: inspect.Signature | None = None

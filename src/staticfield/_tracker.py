@@ -26,7 +26,7 @@ import os
 import sys
 import threading
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 from . import _explain
 from ._errors import RecompileError, StaticFieldWarning, recompile_budget_message
@@ -87,15 +87,18 @@ class Ticket:
 class Tracker:
     """Counters, budget and explanation history of one jitted function."""
 
-    __slots__ = ("__dict__", "function", "_lock", "_history", "_by_structure", "_pending", "_live_base")
+    __slots__ = ("__dict__", "function", "_lock", "_history", "_by_structure", "_pending", "_live_base",
+                 "_live_programs")
 
     compile_count: int
     recompiles: list[Recompile]
     max_compiles: int | None
     warn_compiles: int | None
 
-    def __init__(self, function: str, max_compiles: int | None, warn_compiles: int | None) -> None:
+    def __init__(self, function: str, max_compiles: int | None, warn_compiles: int | None,
+                 live_programs: Callable[[], int]) -> None:
         self.function = function
+        self._live_programs = live_programs
         self.compile_count = 0
         self.recompiles = []
         self.max_compiles = max_compiles
@@ -115,7 +118,12 @@ class Tracker:
             event = self._explain(description, number, location) if number > 1 else None
             budget = self.max_compiles
             if budget is not None and number - self._live_base > budget:
-                raise RecompileError(recompile_budget_message(self.function, number, budget, event))
+                # Over budget by count; but programs JAX dropped (jax.clear_caches()) are
+                # not live. JAX's count includes the traces in progress, this one too.
+                live = _safe(self._live_programs, number)
+                if live > budget:
+                    raise RecompileError(recompile_budget_message(self.function, number, budget, event))
+                self._live_base = number - live
             ticket = Ticket(description, location, event)
             self._pending.append(ticket)
             return ticket
