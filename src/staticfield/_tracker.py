@@ -146,8 +146,8 @@ class Tracker:
             logger.info("%s", event)
         else:
             logger.debug("%s compiled for the first time", self.function)
-        if warn:
-            _safe(lambda: self._warn(n, event, ticket.location), None)
+        if warn:  # not guarded: a user who made warnings errors gets the error
+            self._warn(n, event, ticket.location)
 
     def abort(self, ticket: Ticket) -> None:
         """A trace that raised: neither counted nor remembered."""
