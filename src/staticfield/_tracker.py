@@ -171,7 +171,8 @@ class Tracker:
         if description is not None:
             candidates = self._candidates(description)
             changes = _safe(lambda: _explain.closest(candidates, description), [])
-        return Recompile(self.function, changes, number, location)
+        note = "" if changes else _safe(_explain.retrace_note, "")
+        return Recompile(self.function, changes, number, location, note)
 
     def _candidates(self, description: dict[str, tuple]) -> list[dict[str, tuple]]:
         """Earlier traces to compare with: those of the same structure, else the latest."""
