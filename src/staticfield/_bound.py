@@ -43,6 +43,11 @@ class JitMethod:
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
+    def __reduce__(self) -> Any:
+        # pickle/cloudpickle of a class holding this (e.g. defined in __main__): the
+        # function and options; programs, locks and counters are not pickled.
+        return self._jit.reduce(self)
+
     def __set_name__(self, owner: type, name: str) -> None:
         self._name = name
         self._jit.attr_name = name

@@ -11,6 +11,7 @@ is in ``linecache``. This module writes into no one's state.
 from __future__ import annotations
 
 import functools
+import types
 from typing import Any, Callable
 
 from ._args import qualname, signature_parts
@@ -92,9 +93,25 @@ def _plain_lines(params: list[str] | None) -> list[str]:
     ]
 
 
+class JitWrapper(functools.partial):
+    """What ``sf.jit`` returns: a C-level ``partial`` of the generated hit path (so a call
+    is a vectorcall), a method when stored on a class (like ``jax.jit``'s result), and
+    picklable as ``sf.jit(fn, **options)``: compiled programs and counters stay behind."""
+
+    __slots__ = ()
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        return self if obj is None else types.MethodType(self, obj)
+
+    def __reduce__(self) -> Any:
+        return self.__dict__["__sf_jit__"].reduce(self)
+
+    def __repr__(self) -> str:
+        return repr(self.__dict__["__sf_jit__"])
+
+
 def public_function(engine: Any) -> Callable[..., Any]:
-    """What ``sf.jit`` returns: a plain function (a vectorcall, and a method when stored
-    on a class, like ``jax.jit``'s result) whose ``__dict__`` is its tracker's, so
+    """What ``sf.jit`` returns: a ``JitWrapper`` whose ``__dict__`` is its tracker's, so
     ``f.compile_count`` is read from, and ``f.max_compiles = 1`` written to, one home.
 
     Without static arguments its body is the hit path: each instance argument's cached
@@ -107,7 +124,7 @@ def public_function(engine: Any) -> Callable[..., Any]:
         lines = _plain_lines(plain_positional(fn, skip_self=False))
     namespace = {"SPECS": SPECS, "variants": engine.variants, "miss": engine.general_miss, "general": engine.call}
     call = compile_functions(lines, ["call"], namespace, what=f"sf.jit hit path of {qualname(fn)}")["call"]
-    functools.update_wrapper(call, fn, updated=())
+    wrapper = JitWrapper(call)
     state = engine.tracker.__dict__
     state.update({k: v for k, v in getattr(fn, "__dict__", {}).items() if not k.startswith("__staticfield")})
     state.update(
@@ -115,8 +132,11 @@ def public_function(engine: Any) -> Callable[..., Any]:
         trace=engine.trace, eval_shape=engine.eval_shape, clear_cache=engine.clear_cache,
     )
     state["__source__"] = call.__source__  # type: ignore[attr-defined]
-    call.__dict__ = state
-    return call
+    wrapper.__dict__ = state
+    for name in ("__module__", "__name__", "__qualname__", "__doc__"):
+        if hasattr(fn, name):
+            state[name] = getattr(fn, name)
+    return wrapper
 
 
 def method_call(fn: Callable, variants: dict, miss: Callable[[Any], tuple]) -> Callable[..., Any]:

@@ -17,6 +17,7 @@ import functools
 import inspect
 import logging
 import os
+import sys
 import threading
 from typing import Any, Callable, TypeVar, overload
 
@@ -68,6 +69,7 @@ class JitFunction:
         check_positive(name, "warn_compiles", warn_compiles)
         check_jit_kwargs(fn, jit_kwargs)
         self.fn = fn
+        self.options = dict(jit_kwargs, max_compiles=max_compiles, warn_compiles=warn_compiles)
         self.attr_name: str = getattr(fn, "__name__", "method")  # a jit_method's class attribute
         self.method = method
         self.variants: dict[Any, tuple[Any, tuple]] = {}
@@ -211,6 +213,20 @@ class JitFunction:
         self._compiled.add(vkey)
         return out
 
+    # ----- pickling: the function and options, never programs, locks or counters ----------
+    def reduce(self, public: Any) -> Any:
+        """``__reduce__`` of what ``sf.jit`` returned: a reference when the module holds it
+        under its name, else ``sf.jit(fn, **options)`` (cloudpickle, ``__main__``, closures)."""
+        module = sys.modules.get(getattr(self.fn, "__module__", None) or "")
+        name = qualname(self.fn)
+        if module is not None and module.__name__ != "__main__" and "<" not in name:
+            target: Any = module
+            for part in name.split("."):
+                target = getattr(target, part, None)
+            if target is public:
+                return name
+        return _unpickle, (self.fn, self.options, self.method, self.attr_name)
+
     # ----- helpers ----------------------------------------------------------------------
     def __getattr__(self, name: str) -> Any:
         if name in TRACKER_COUNTERS:  # one home: the tracker
@@ -250,16 +266,32 @@ class JitFunction:
         return f"<sf.{kind} {qualname(self.fn)}: {self.tracker.compile_count} compile(s)>"
 
 
+def _unpickle(fn: Callable, options: dict[str, Any], method: bool, attr_name: str) -> Any:
+    """Rebuild a pickled ``sf.jit`` function or ``@sf.jit_method``: fresh programs and counters."""
+    if not method:
+        return jit(fn, **options)
+    descriptor = jit_method(fn, **options)
+    descriptor.__set_name__(None, attr_name)
+    return descriptor
+
+
 # sf.jit(fn, **opts) again with the same function and options gives the same function,
 # kept on ``fn`` itself, so it lives exactly as long as ``fn`` (and a cycle with it is freed).
 _SHARED_ATTR = "__staticfield_jit__"
+
+
+class _SharedCache(dict):
+    """``fn``'s wrappers by options; pickled empty (a copy of ``fn`` starts afresh)."""
+
+    def __reduce__(self) -> Any:
+        return _SharedCache, ()
 
 
 def _shared(fn: Callable, options: dict[str, Any], make: Callable[[], Any]) -> Any:
     try:
         key = tuple(sorted(options.items()))
         hash(key)
-        cache = fn.__dict__.setdefault(_SHARED_ATTR, {})
+        cache = fn.__dict__.setdefault(_SHARED_ATTR, _SharedCache())
     except (TypeError, AttributeError):  # unhashable options, or a callable without __dict__
         return make()
     public = cache.get(key)
@@ -290,6 +322,8 @@ def jit(fn: Callable | None = None, /, *, max_compiles: int | None = None, warn_
     """
     if fn is None:
         return functools.partial(jit, max_compiles=max_compiles, warn_compiles=warn_compiles, **jit_kwargs)
+    if warn_compiles is UNSET:
+        warn_compiles = default_warn_compiles()
     options = dict(jit_kwargs, max_compiles=max_compiles, warn_compiles=warn_compiles)
     return _shared(fn, options, lambda: public_function(
         JitFunction(fn, jit_kwargs, max_compiles, warn_compiles, method=False)))
