@@ -262,3 +262,32 @@ def test_setting_max_compiles_on_the_function_is_honoured():
     Model(jnp.ones(2), 1).apply(1.0)
     with pytest.raises(sf.RecompileError, match=r"Model.apply would compile 2 times"):
         Model(jnp.ones(2), 2).apply(1.0)
+
+
+def test_inherited_jit_method_counts_per_class():
+    """Sub.method's counters are Sub's own; the base's attribute keeps the total."""
+    @sf.dataclass
+    class Env:
+        x: jax.Array
+        n: sf.Static[int] = 0
+
+        @sf.jit_method
+        def step(self, y):
+            return self.x * y + self.n
+
+    @sf.dataclass
+    class CartPole(Env):
+        pass
+
+    @sf.dataclass
+    class Pendulum(Env):
+        pass
+
+    CartPole(jnp.ones(2)).step(1.0)
+    CartPole(jnp.ones(2), 1).step(1.0)
+    Pendulum(jnp.ones(2)).step(1.0)
+    assert (CartPole.step.compile_count, Pendulum.step.compile_count, Env.step.compile_count) == (2, 1, 3)
+    assert (CartPole.step.cache_size(), Pendulum.step.cache_size(), Env.step.cache_size()) == (2, 1, 3)
+    assert len(CartPole.step.recompiles) == 1 and Pendulum.step.recompiles == []
+    assert CartPole.step is CartPole.step and CartPole.step.__name__ == "step"
+    np.testing.assert_allclose(Pendulum.step(Pendulum(jnp.ones(2)), 2.0), np.full(2, 2.0))

@@ -48,13 +48,17 @@ class JitMethod:
         # function and options; programs, locks and counters are not pickled.
         return self._jit.reduce(self)
 
-    def __set_name__(self, owner: type, name: str) -> None:
+    def __set_name__(self, owner: type | None, name: str) -> None:
         self._name = name
+        self._owner = owner
         self._jit.attr_name = name
 
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
         if obj is None:
-            return self
+            defining = self.__dict__.get("_owner")
+            if owner is None or defining is None or owner is defining:
+                return self
+            return self._view(owner)
         variants = self._variants
         if variants is None:
             return _make(self._jit, None, self._jit.call, obj)
@@ -70,9 +74,16 @@ class JitMethod:
         return bound
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name == "_jit":
+        if name.startswith("__") or name in ("_jit", "_owner", "_views"):
             raise AttributeError(name)
         return getattr(self._jit, name)
+
+    def _view(self, cls: type) -> ClassView:
+        views = self.__dict__.setdefault("_views", {})
+        view = views.get(cls)
+        if view is None:
+            view = views[cls] = ClassView(self, cls)
+        return view
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in TRACKER_SETTINGS:  # the budget and warning threshold live in the tracker
@@ -86,6 +97,55 @@ class JitMethod:
 
     def __repr__(self) -> str:
         return repr(self._jit)
+
+
+class ClassView:
+    """``Sub.method`` for a jit_method inherited from a base: the same method, with the
+    counters of ``Sub``'s instances only (the base's attribute keeps the total)."""
+
+    def __init__(self, method: JitMethod, cls: type) -> None:
+        self._method, self._cls = method, cls
+        self.__name__, self.__qualname__ = method.__name__, f"{cls.__qualname__}.{method.__name__}"
+        self.__module__, self.__doc__, self.__wrapped__ = method.__module__, method.__doc__, method.__wrapped__
+
+    @property
+    def compile_count(self) -> int:
+        counts = self._method._jit.tracker.by_class.get(self._cls)
+        return counts.compile_count if counts is not None else 0
+
+    @property
+    def recompiles(self) -> list:
+        counts = self._method._jit.tracker.by_class.get(self._cls)
+        return list(counts.recompiles) if counts is not None else []
+
+    def cache_size(self) -> int:
+        """JAX's count of compiled executables of this class's variants."""
+        return sum(
+            jitted._cache_size() for vkey, (jitted, _) in list(self._method._jit.variants.items())
+            if _key_class(vkey) is self._cls
+        )
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._method(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("_method", "_cls"):
+            raise AttributeError(name)
+        return getattr(self._method, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in TRACKER_SETTINGS:
+            setattr(self._method, name, value)
+        else:
+            object.__setattr__(self, name, value)
+
+    def __repr__(self) -> str:
+        return f"<sf.jit_method {self.__qualname__}: {self.compile_count} compile(s)>"
+
+
+def _key_class(vkey: Any) -> type | None:
+    key = vkey[0] if isinstance(vkey, tuple) and vkey else vkey
+    return getattr(key, "cls", None)
 
 
 class BoundMethod(functools.partial):

@@ -198,7 +198,7 @@ class JitFunction:
                                     "the call goes on", tracker.function, type(exc).__name__, exc)
             description = None
         try:
-            ticket = tracker.begin(description)
+            ticket = tracker.begin(description, type(args[0]) if self.method and args else None)
         except RecompileError:
             with self._lock:  # refused: not cached either, unless the variant has programs
                 if vkey not in self._compiled:

@@ -82,13 +82,22 @@ class Ticket:
     description: dict[str, tuple] | None
     location: str
     event: Recompile | None
+    cls: type | None = None
+
+
+@dataclasses.dataclass
+class ClassCounts:
+    """A jit_method's compiles for ``self`` of one class (``Sub.method.compile_count``)."""
+
+    compile_count: int = 0
+    recompiles: list = dataclasses.field(default_factory=list)
 
 
 class Tracker:
     """Counters, budget and explanation history of one jitted function."""
 
     __slots__ = ("__dict__", "function", "_lock", "_history", "_by_structure", "_pending", "_live_base",
-                 "_live_programs")
+                 "_live_programs", "by_class")
 
     compile_count: int
     recompiles: list[Recompile]
@@ -108,9 +117,10 @@ class Tracker:
         self._by_structure: dict[tuple, collections.deque] = {}
         self._pending: list[Ticket] = []
         self._live_base = 0  # compile_count when the programs were last cleared
+        self.by_class: dict[type, ClassCounts] = {}
 
     # ----- one trace ------------------------------------------------------------------
-    def begin(self, description: dict[str, tuple] | None) -> Ticket:
+    def begin(self, description: dict[str, tuple] | None, cls: type | None = None) -> Ticket:
         """Explain a trace before it runs and reserve its number; refuse it over budget."""
         location = _safe(call_site, "")
         with self._lock:
@@ -124,7 +134,7 @@ class Tracker:
                 if live > budget:
                     raise RecompileError(recompile_budget_message(self.function, number, budget, event))
                 self._live_base = number - live
-            ticket = Ticket(description, location, event)
+            ticket = Ticket(description, location, event, cls)
             self._pending.append(ticket)
             return ticket
 
@@ -141,6 +151,11 @@ class Tracker:
                 event = dataclasses.replace(event, compile_number=n)
                 self.recompiles.append(event)
             self._remember(ticket.description)
+            if ticket.cls is not None:
+                counts = self.by_class.setdefault(ticket.cls, ClassCounts())
+                counts.compile_count += 1
+                if counts.compile_count > 1 and event is not None:
+                    counts.recompiles.append(event)
             warn = self._threshold_reached(n)
         if event is not None and n > 1:
             logger.info("%s", event)
