@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import dispatch, fields, nested, variants
+from . import dispatch, fields, misses, nested, variants
 from ._harness import Results
 
 
@@ -94,4 +94,9 @@ def evaluate(results: Results) -> list[Target]:
                       _ratio(ours_step, best),
                       _why((nested.OURS, ours_step), ("flax.struct or equinox", best))
                       or f"(best anchor: {best_name})"))
+
+    for ours_name, raw_name in ((misses.OURS_SHAPE, misses.RAW_SHAPE), (misses.OURS_STATIC, misses.RAW_STATIC)):
+        num, den = g(misses.MISSES, "", ours_name), g(misses.MISSES, "", raw_name)
+        out.append(Target(f"miss (trace + compile): {ours_name} / {raw_name}", 1.05, True,
+                          _ratio(num, den), _why((ours_name, num), (raw_name, den))))
     return out
