@@ -28,7 +28,7 @@ RAW_SHAPE = "jax.jit, new shape"
 OURS_SHAPE = "sf.jit, new shape"
 RAW_STATIC = "jax.jit + static_argnums, new static"
 OURS_STATIC = "sf.jit_method, new static field"
-KINDS = {RAW_SHAPE: "raw", OURS_SHAPE: "ours", RAW_STATIC: "raw", OURS_STATIC: "ours"}
+KINDS = {RAW_SHAPE: "baseline", OURS_SHAPE: "ours", RAW_STATIC: "baseline", OURS_STATIC: "ours"}
 
 
 def _body(x: jax.Array, n: Any) -> jax.Array:
