@@ -338,6 +338,7 @@ def test_threads_call_one_jit_method_concurrently():
     assert Params.apply.cache_size() == 2
 
 
+@pytest.mark.filterwarnings("ignore::staticfield.StaticFieldWarning")  # 100+ compiles on purpose
 def test_many_static_variants_are_all_cached():
     """Hundreds of static variants each compile once and are hits afterwards."""
     Params, traces = make_params_class()
