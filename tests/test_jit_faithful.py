@@ -45,12 +45,12 @@ def test_float0_leaf_is_described():
 
 def test_tracking_failure_never_breaks_the_call(monkeypatch, caplog):
     """A bug in the explainer is reported on the staticfield logger, never raised into the call."""
-    from staticfield import _explain
+    from staticfield import _describe
 
     def broken(*args, **kwargs):
         raise RuntimeError("explainer bug")
 
-    monkeypatch.setattr(_explain, "describe", broken)
+    monkeypatch.setattr(_describe, "describe", broken)
     f = sf.jit(lambda x: x + 1)
     with caplog.at_level("WARNING", logger="staticfield"):
         f(1.0)

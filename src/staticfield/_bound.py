@@ -16,7 +16,7 @@ from typing import Any
 import jax
 
 from ._args import qualname
-from ._jit import JitFunction
+from ._engine import JitFunction
 from ._spec import SPECS
 from ._state import cache_binding, flat
 from ._tracker import TRACKER_SETTINGS, check_positive

@@ -19,8 +19,6 @@ from ._gen import compile_functions
 from ._spec import SPECS
 from ._state import FLAT_ATTR
 
-UNSET: Any = type("Unset", (), {"__repr__": lambda self: "<default>"})()
-
 # Names the generated code uses: a parameter called one of these takes the *args path.
 _GENERATED_NAMES = (
     "self", "obj", "jitted", "children", "key", "keys", "vkey", "dyn", "a", "args", "kwargs",

@@ -34,6 +34,17 @@ from ._explain import Recompile
 
 logger = logging.getLogger("staticfield")
 
+class _Unset:
+    """The default of ``warn_compiles``: read ``STATICFIELD_WARN_COMPILES``."""
+
+    def __repr__(self) -> str:
+        return "<default>"
+
+    def __reduce__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
 TRACKER_SETTINGS = ("max_compiles", "warn_compiles")  # public and settable
 TRACKER_COUNTERS = ("compile_count", "recompiles", *TRACKER_SETTINGS)
 HISTORY = 256  # earlier traces kept for explanations
