@@ -43,7 +43,7 @@ def _unpickle(fn: Callable, options: dict[str, Any], method: bool, attr_name: st
     """Rebuild a pickled ``sf.jit`` function or ``@sf.jit_method``: fresh programs and counters."""
     if not method:
         return jit(fn, **options)
-    descriptor = jit_method(fn, **options)
+    descriptor: Any = jit_method(fn, **options)
     descriptor.__set_name__(None, attr_name)
     return descriptor
 
