@@ -291,3 +291,46 @@ def test_inherited_jit_method_counts_per_class():
     assert len(CartPole.step.recompiles) == 1 and Pendulum.step.recompiles == []
     assert CartPole.step is CartPole.step and CartPole.step.__name__ == "step"
     np.testing.assert_allclose(Pendulum.step(Pendulum(jnp.ones(2)), 2.0), np.full(2, 2.0))
+
+
+def test_doctest_finds_and_runs_a_jit_method_docstring(monkeypatch):
+    """doctest finds the docstring of an @sf.jit_method and of an sf.jit function, and runs it."""
+    import doctest
+    import sys
+    import types
+
+    module = types.ModuleType("doctested")
+    monkeypatch.setitem(sys.modules, "doctested", module)
+    code = '''
+import jax, jax.numpy as jnp, staticfield as sf
+
+@sf.dataclass
+class Scale:
+    k: float = sf.static()
+
+    @sf.jit_method
+    def apply(self, x):
+        """Scale x.
+
+        >>> float(Scale(2.0).apply(3.0))
+        6.0
+        """
+        return self.k * x
+
+@sf.jit
+def double(x):
+    """Double x.
+
+    >>> float(double(2.0))
+    4.0
+    """
+    return 2 * x
+'''
+    exec(compile(code, "doctested.py", "exec"), module.__dict__)
+    tests = doctest.DocTestFinder().find(module)
+    names = sorted(t.name for t in tests if t.examples)
+    assert names == ["doctested.Scale.apply", "doctested.double"]
+    runner = doctest.DocTestRunner()
+    for t in tests:
+        runner.run(t)
+    assert runner.summarize(verbose=False).failed == 0
