@@ -471,3 +471,36 @@ def test_binding_inside_a_converting_custom_init_is_dropped():
 
     s = Scaled(jnp.ones(2))
     assert float(s.total(jnp.ones(2))) == 20.0
+
+
+def test_sf_jit_sharing_follows_the_function_not_a_copied_dict():
+    """A function made with functools.wraps from a jitted one gets its own sf.jit, not the original's."""
+    import functools
+
+    def f(x):
+        return x + 1
+
+    g = sf.jit(f)
+
+    @functools.wraps(f)
+    def other(x):
+        return x * 10
+
+    h = sf.jit(other)
+    assert h is not g
+    assert float(h(1.0)) == 10.0 and float(g(1.0)) == 2.0
+
+
+def test_sf_jit_of_a_callable_object_is_not_shared_into_its_state():
+    """sf.jit of a callable instance writes nothing into the instance."""
+    @sf.dataclass
+    class Affine:
+        a: float = sf.static(default=2.0)
+
+        def __call__(self, x):
+            return self.a * x
+
+    model = Affine()
+    f = sf.jit(model)
+    assert float(f(3.0)) == 6.0
+    assert set(vars(model)) <= {"a", "_staticfield_key", "_staticfield_flat"}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import os
+import types
 from typing import Any, Callable, TypeVar, overload
 
 from jax._src import source_info_util, traceback_util
@@ -56,17 +57,25 @@ _SHARED_ATTR = "__staticfield_jit__"
 class _SharedCache(dict):
     """``fn``'s wrappers by options; pickled empty (a copy of ``fn`` starts afresh)."""
 
+    def __init__(self, owner: Any = None) -> None:
+        super().__init__()
+        self.owner = owner
+
     def __reduce__(self) -> Any:
         return _SharedCache, ()
 
 
 def _shared(fn: Callable, options: dict[str, Any], make: Callable[[], Any]) -> Any:
+    if not isinstance(fn, types.FunctionType):  # never write into a callable object's state
+        return make()
     try:
         key = tuple(sorted(options.items()))
         hash(key)
-        cache = fn.__dict__.setdefault(_SHARED_ATTR, _SharedCache())
-    except (TypeError, AttributeError):  # unhashable options, or a callable without __dict__
+    except TypeError:  # unhashable options (e.g. a list of shardings): not shared
         return make()
+    cache = fn.__dict__.get(_SHARED_ATTR)
+    if cache is None or cache.owner is not fn:  # none yet, or copied from another by functools.wraps
+        cache = fn.__dict__[_SHARED_ATTR] = _SharedCache(fn)
     public = cache.get(key)
     if public is None:
         public = cache[key] = make()
