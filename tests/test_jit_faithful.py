@@ -334,3 +334,12 @@ def double(x):
     for t in tests:
         runner.run(t)
     assert runner.summarize(verbose=False).failed == 0
+
+
+def test_shape_dtype_structs_are_described():
+    """Lowering with jax.ShapeDtypeStruct arguments counts and explains like real arrays."""
+    f = sf.jit(lambda x: x * 2)
+    f.lower(jax.ShapeDtypeStruct((2,), jnp.float32))
+    f.lower(jax.ShapeDtypeStruct((3,), jnp.int32))
+    (event,) = f.recompiles
+    assert [(c.path, c.kind, c.old, c.new) for c in event.changes] == [("x", "shape", "f32[2]", "i32[3]")]
