@@ -128,7 +128,11 @@ def jit_method(fn: Callable | None = None, /, *, max_compiles: int | None = None
 
     New array values in ``self`` never recompile; a changed static field always
     does, and the recompile is explained in ``Cls.method.recompiles``. ``obj.method``
-    is itself a pytree of ``obj``'s dynamic leaves.
+    is itself a pytree of ``obj``'s dynamic leaves. Takes ``jax.jit``'s keyword
+    arguments (``self`` is argument 0), plus ``max_compiles`` and ``warn_compiles``
+    (the compile count of the first ``sf.StaticFieldWarning``; ``None`` for none).
+    ``Sub.method`` of a subclass counts that class's compiles; the defining
+    class's attribute counts them all.
     """
     if fn is None:
         return functools.partial(jit_method, max_compiles=max_compiles, warn_compiles=warn_compiles, **jit_kwargs)
