@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+from unittest import mock
 from typing import Sequence
 
 CASES = ("dispatch", "variants", "fields", "stack", "nested", "misses")
@@ -50,9 +51,14 @@ def _enable_compile_cache(path: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # The variants case compiles thousands of times on purpose: no compile-count warning
+    # (restored after, for a caller in the same process such as the smoke test).
+    with mock.patch.dict(os.environ, {"STATICFIELD_WARN_COMPILES": "0"}):
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
-    # The variants case compiles thousands of times on purpose: no compile-count warning.
-    os.environ.setdefault("STATICFIELD_WARN_COMPILES", "0")
     with tempfile.TemporaryDirectory(prefix="staticfield-bench-") as tmp:
         if not args.smoke and not args.no_compile_cache:
             _enable_compile_cache(os.path.join(tmp, "xla-cache"))

@@ -22,8 +22,9 @@ def test_recompile_location_is_the_user_call_site():
     assert event.location == f"{__file__}:{line}"
 
 
-def test_warning_at_the_tenth_compile_with_explanation_and_call_site():
+def test_warning_at_the_tenth_compile_with_explanation_and_call_site(monkeypatch):
     """The 10th compile warns once, with the latest explanation and the call site; the 11th does not."""
+    monkeypatch.delenv("STATICFIELD_WARN_COMPILES", raising=False)
     f = sf.jit(lambda x: x * 2)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
