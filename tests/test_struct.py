@@ -294,6 +294,10 @@ _LOAD_SCRIPT = '''
 import pickle, sys, jax
 P, p, Q, q = pickle.loads(sys.stdin.buffer.read())
 assert p.replace(n=4).n == 4 and P(1.0).n == 2 and Q(3).w.shape == (3,)
+for obj in (P(1.0), Q(3)):  # made in this process by the unpickled classes: keyed pytrees
+    (path, leaf), = jax.tree_util.tree_flatten_with_path(obj)[0]
+    assert jax.tree_util.keystr(path) == ".w"
+    assert jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(obj), [leaf]) == obj
 try:
     p.replace(n=-1)
 except ValueError:
