@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import re
-import sys
 import threading
 import weakref
 from typing import Any, Callable
@@ -29,6 +27,7 @@ import jax
 from . import _watch_diff
 from ._explain import Change
 from ._watch_report import render, to_dict
+from ._watch_site import call_site, identify, unwrap_library
 
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -67,6 +66,7 @@ class WatchedFunction:
     eager: bool = False  # an op-by-op primitive (jnp.ones(3) outside jit)
     _descriptions: list = dataclasses.field(default_factory=list, repr=False)
     _functions: Any = dataclasses.field(default_factory=weakref.WeakSet, repr=False)
+    _placements: list = dataclasses.field(default_factory=list, repr=False)  # per compile
 
     @property
     def count(self) -> int:
@@ -88,6 +88,7 @@ class watch:
     def __init__(self) -> None:
         self._by_key: dict[Any, WatchedFunction] = {}
         self._other: dict[str, WatchedFunction] = {}
+        self._by_source: dict[str, WatchedFunction] = {}  # JAX's "f at file:line"
         self.notices: list[str] = []
         self.explained = True
         self._local = threading.local()
@@ -138,8 +139,8 @@ class watch:
             self._failed("its trace hook", e)
 
     def _record(self, fun: Callable, ji: Any, dbg: Any, args: tuple, kwargs: dict) -> None:
-        user_fun, args, kwargs, static_leaf = _unwrap_library(fun, args, kwargs)
-        key, name, location, eager = _identify(user_fun, dbg)
+        user_fun, args, kwargs, static_leaf = unwrap_library(fun, args, kwargs)
+        key, name, location, eager = identify(user_fun, dbg)
         with self._lock:
             entry = self._by_key.get(key)
             if entry is None:
@@ -156,10 +157,44 @@ class watch:
                 if not _seen(entry, fun):
                     changes.insert(0, _new_function(fun))
             _remember(entry, fun)
-        record = Compile(len(entry.compiles) + 1, _call_site(), changes)
+        record = Compile(len(entry.compiles) + 1, call_site(), changes)
         entry.compiles.append(record)
         entry._descriptions.append(description)
-        self._local.current = (record, _squash(getattr(fun, "__name__", "")))
+        entry._placements.append(None)
+        if not eager:
+            self._by_source[str(getattr(dbg, "func_src_info", ""))] = entry
+        self._local.current = (record, _squash(getattr(fun, "__name__", "")), entry)
+
+    def _calling(self, args: tuple, params: dict) -> None:
+        """JAX runs a traced function afresh (its C++ cache missed): note the placements."""
+        try:
+            dbg = params["jaxpr"].jaxpr.debug_info
+            current = getattr(self._local, "current", None)
+            if current is None:
+                self._local.pending = (args, dbg)  # used only if a lowering follows
+            elif current[2]._placements and current[2]._placements[-1] is None:
+                current[2]._placements[-1] = _placements(args, dbg)
+        except Exception as e:
+            self._failed("its call hook", e)
+
+    def _relowered(self) -> tuple | None:
+        """A compile with no new trace (same types, another sharding): explain by placements."""
+        pending, self._local.pending = getattr(self._local, "pending", None), None
+        if pending is None:
+            return None
+        args, dbg = pending
+        entry = self._by_source.get(str(dbg.func_src_info))
+        if entry is None:
+            return None
+        placements = _placements(args, dbg)
+        earlier = [p for p in entry._placements if p is not None]
+        changes = min(
+            (_watch_diff.placement_changes(p, placements) for p in earlier), key=len, default=[]
+        )
+        record = Compile(len(entry.compiles) + 1, call_site(), changes)
+        entry.compiles.append(record)
+        entry._placements.append(placements)
+        return (record, _squash(dbg.func_name), entry)
 
     def _duration(self, event: str, seconds: float, fun_name: str) -> None:
         try:
@@ -167,6 +202,8 @@ class watch:
             if field is None:
                 return
             current = getattr(self._local, "current", None)
+            if current is None and event == LOWER_EVENT:
+                current = self._local.current = self._relowered()
             if current is not None and current[1] in _squash(fun_name):
                 record = current[0]
                 if event == COMPILE_EVENT:
@@ -179,6 +216,8 @@ class watch:
 
     def _unexplained(self, fun_name: str, field: str) -> Compile:
         """A compile the trace hook did not see (a transformed jit, or no hook): by name."""
+        while (inner := re.fullmatch(r"p?jit\((.*)\)", fun_name)) is not None:
+            fun_name = inner.group(1)  # lowering and compile events say jit(f), tracing f
         entry = self._other.get(fun_name)
         if entry is None:
             entry = self._other[fun_name] = WatchedFunction(fun_name, "")
@@ -233,6 +272,7 @@ def _install_trace_hook() -> None:
     clean = getattr(core, "trace_state_clean", None)
     if original is None or clean is None:
         return
+    _install_call_hook(pjit, clean)
 
     @functools.wraps(original)
     def _trace_for_jit(*args: Any, **kwargs: Any) -> Any:
@@ -246,53 +286,38 @@ def _install_trace_hook() -> None:
     pjit._trace_for_jit = _trace_for_jit
 
 
+def _install_call_hook(pjit: Any, clean: Callable[[], bool]) -> None:
+    """Wrap _pjit_call_impl_python, which JAX reaches on a C++ cache miss only."""
+    original = getattr(pjit, "_pjit_call_impl_python", None)
+    if original is None:
+        return
+
+    @functools.wraps(original)
+    def _pjit_call_impl_python(*args: Any, **params: Any) -> Any:
+        watchers = list(_ACTIVE)
+        if watchers and clean():
+            for w in watchers:
+                w._calling(args, params)
+        try:
+            return original(*args, **params)
+        finally:
+            for w in watchers:
+                w._local.pending = None
+
+    _ORIGINAL["call"] = (pjit, original)
+    pjit._pjit_call_impl_python = _pjit_call_impl_python
+
+
 def _remove_trace_hook() -> None:
     if "trace" in _ORIGINAL:
         module, original = _ORIGINAL.pop("trace")
         module._trace_for_jit = original
+    if "call" in _ORIGINAL:
+        module, original = _ORIGINAL.pop("call")
+        module._pjit_call_impl_python = original
 
 
-# -- who was compiled, and from where ---------------------------------------------------
-
-
-def _unwrap_library(fun: Callable, args: tuple, kwargs: dict) -> tuple:
-    """The user's function and arguments behind equinox's filter_jit wrapper."""
-    if getattr(fun, "__module__", "") == "equinox._jit" and len(args) == 3:
-        from equinox._compile_utils import hashable_combine  # type: ignore[import-not-found]
-
-        dynamic = {**args[0], **args[1]}
-        static_fun, static_first, static_rest = args[2]
-        user = hashable_combine(dynamic["fun"], static_fun)
-        first = hashable_combine(dynamic["first"], static_first)
-        rest, kw = hashable_combine(dynamic["rest"], static_rest)
-        return user, (first, *rest), kw, _not_an_array
-    return fun, args, kwargs, None
-
-
-def _not_an_array(x: Any) -> bool:
-    import numpy as np
-
-    return not isinstance(x, (jax.Array, np.ndarray, np.generic))
-
-
-def _identify(fun: Callable, dbg: Any) -> tuple[Any, str, str, bool]:
-    if getattr(fun, "_apply_primitive", False):
-        name = getattr(fun, "__name__", "primitive")
-        return ("eager", name), name, "", True
-    f = fun
-    while isinstance(f, functools.partial):
-        f = f.func
-    f = getattr(f, "__func__", f)  # a bound method: its function
-    code = getattr(f, "__code__", None)
-    name = getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or type(f).__name__
-    if code is not None and code.co_filename.startswith(_JAX_DIR):
-        return ("eager", name), name, "", True  # jnp's own jitted helpers, called eagerly
-    if code is not None:
-        location = f"{_relative(code.co_filename)}:{code.co_firstlineno}"
-        return (code.co_filename, code.co_firstlineno, name), name, location, False
-    src = str(getattr(dbg, "func_src_info", "") or "")
-    location = src.split(" at ", 1)[1] if " at " in src else ""
-    return ("src", src or name), name, location, False
+# -- what changed besides the arguments ------------------------------------------------
 
 
 def _seen(entry: WatchedFunction, fun: Callable) -> bool:
@@ -317,40 +342,12 @@ def _new_function(fun: Callable) -> Change:
     )
 
 
+def _placements(args: tuple, dbg: Any) -> tuple:
+    """(argument path, placement) per flat argument; JAX puts closed-over constants first."""
+    names = tuple(dbg.arg_names or ())
+    flat = args[len(args) - len(names):] if names else args
+    return tuple(zip(names or [f"args[{i}]" for i in range(len(flat))], map(_watch_diff.placement, flat)))
+
+
 def _squash(name: str) -> str:
     return re.sub(r"[^0-9A-Za-z]", "", name)
-
-
-def _relative(path: str) -> str:
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if rel.startswith("..") else rel
-
-
-def _library_dirs() -> tuple[str, ...]:
-    dirs = [os.path.dirname(os.path.abspath(__file__)) + os.sep]
-    for name in ("jax", "jaxlib", "equinox", "flax", "runpy", "functools", "contextlib"):
-        module = sys.modules.get(name)
-        file = getattr(module, "__file__", None)
-        if file:
-            base = os.path.dirname(file) if file.endswith("__init__.py") else file
-            dirs.append(base + (os.sep if file.endswith("__init__.py") else ""))
-    return tuple(dirs)
-
-
-_JAX_DIR = os.path.dirname(os.path.abspath(jax.__file__)) + os.sep
-_EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples") + os.sep
-
-
-def _call_site() -> str:
-    """file:line of the first frame outside JAX, the wrappers and this package."""
-    skip = _library_dirs()
-    frame = sys._getframe(1)
-    while frame is not None:
-        file = frame.f_code.co_filename
-        if file.startswith(_EXAMPLES_DIR) or not (file.startswith(skip) or file.startswith("<frozen")):
-            return f"{_relative(file)}:{frame.f_lineno}"
-        frame = frame.f_back  # type: ignore[assignment]
-    return ""

@@ -187,21 +187,39 @@ def _is_namedtuple(t: type) -> bool:
     return isinstance(t, type) and issubclass(t, tuple) and hasattr(t, "_fields")
 
 
+_typeof = getattr(jax, "typeof", None) or jax.core.get_aval  # jax.typeof is newer
+
+
 def _leaf(x: Any) -> Any:
     try:
-        aval = jax.typeof(x)
+        aval = _typeof(x)
         shape, dtype, weak = tuple(aval.shape), str(aval.dtype), bool(aval.weak_type)
     except Exception:
         return Static("static", x)  # not an array: jit would reject it; show its value
-    sharding = ""
-    if isinstance(x, jax.Array):
-        try:
-            s = x.sharding
-            spec = getattr(s, "spec", None)
-            sharding = f"{type(s).__name__}({spec})" if spec is not None else type(s).__name__
-        except Exception:
-            pass
-    return Leaf(shape, dtype, weak, sharding)
+    return Leaf(shape, dtype, weak, placement(x))
+
+
+def placement(x: Any) -> str:
+    """A jax.Array's sharding, short (``NamedSharding(PartitionSpec('i',))``); else ''."""
+    if not isinstance(x, jax.Array):
+        return ""
+    try:
+        s = x.sharding
+    except Exception:
+        return ""
+    spec = getattr(s, "spec", None)
+    return f"{type(s).__name__}({spec})" if spec is not None else type(s).__name__
+
+
+def placement_changes(old: Sequence[tuple[str, str]], new: Sequence[tuple[str, str]]) -> list[Change]:
+    """Sharding changes between two flat lists of (argument path, placement)."""
+    if len(old) != len(new):
+        return []
+    return [
+        Change(path, "sharding", a, b, HINTS["sharding"])
+        for (path, a), (_, b) in zip(old, new)
+        if a and b and a != b
+    ]
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -57,10 +57,10 @@ def _function_lines(f: Any) -> list[str]:
             lines.append(f"  #{c.number}{at}: {_no_change(f)}")
         else:
             lines.append(f"  #{c.number}{at}: recompiled because")
-            for ch in c.changes:
+            for i, ch in enumerate(c.changes):
                 lines.append(f"    {ch.path}: {ch.old} → {ch.new} ({ch.kind})")
-                if ch.hint:
-                    lines.append(f"      fix: {ch.hint}")
+                if ch.hint and all(ch.hint != later.hint for later in c.changes[i + 1 :]):
+                    lines.append(f"      fix: {ch.hint}")  # once, after its last change
     return lines
 
 
