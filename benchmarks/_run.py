@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import time
 
-from . import dispatch, fields, stacking, variants
+from . import dispatch, fields, stacking, variants, watch
 from ._harness import Config, Results, load_average, machine
 from ._report import update_docs, write
 from ._targets import evaluate
@@ -16,6 +16,7 @@ RUNNERS = {
     "variants": variants.run,
     "fields": fields.run,
     "stack": stacking.run,
+    "watch": watch.run,
 }
 
 

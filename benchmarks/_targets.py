@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import dispatch, fields, variants
+from . import dispatch, fields, variants, watch
 from ._harness import Results
 
 
@@ -87,4 +87,8 @@ def evaluate(results: Results) -> list[Target]:
         num, den = g(op, k, fields.OURS), g(op, k, den_name)
         out.append(Target(f"{label} ({k} fields)", bound, True, _ratio(num, den),
                           _why((fields.OURS, num), (den_name, den))))
+    for group, label, bound in ((watch.HIT, "jax.jit hit inside sf.watch / without", 1.02),
+                                (watch.MISS, "jax.jit compile inside sf.watch / without", 1.05)):
+        on, off = g(group, "", watch.ON), g(group, "", watch.OFF)
+        out.append(Target(label, bound, True, _ratio(on, off), _why((watch.ON, on), (watch.OFF, off))))
     return out

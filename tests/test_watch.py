@@ -64,7 +64,7 @@ def test_demo_output_reaches_stdout_and_report_stderr(demo):
     """The script's own output is untouched on stdout; the report goes to stderr."""
     proc, _ = demo
     assert proc.stdout == "done\n"
-    assert "staticfield watch: 5 jitted function(s)" in proc.stderr
+    assert "staticfield watch: 5 jitted function(s), 13 compile(s) (+" in proc.stderr
     assert "apply (" in proc.stderr and "watch_demo.py:33): 4 compiles" in proc.stderr
 
 
@@ -351,3 +351,25 @@ def test_hook_is_removed_on_exit():
     with sf.watch():
         assert pjit._trace_for_jit is not before
     assert pjit._trace_for_jit is before
+
+
+def test_staticfield_jit_counted_at_the_users_function():
+    """sf.jit_method compiles are counted under the user's method, without a false 'new function'."""
+
+    @sf.dataclass
+    class Model:
+        w: jax.Array
+        depth: sf.Static[int] = 2
+
+        @sf.jit_method
+        def __call__(self, x):
+            return self.w * x * self.depth
+
+    with sf.watch() as w:
+        Model(jnp.ones(2))(jnp.ones(2))
+        Model(jnp.ones(2), 3)(jnp.ones(2))
+    (entry,) = [e for e in w.functions if not e.eager]
+    assert entry.name.endswith("Model.__call__") and entry.count == 2
+    assert "test_watch.py:" in entry.location  # the user's method, not staticfield's inner
+    assert [c.kind for c in entry.compiles[1].changes] == []
+    assert "sf.jit/sf.jit_method" in w.report()

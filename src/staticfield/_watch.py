@@ -27,7 +27,7 @@ import jax
 from . import _watch_diff
 from ._explain import Change
 from ._watch_report import render, to_dict
-from ._watch_site import call_site, identify, unwrap_library
+from ._watch_site import call_site, identify, is_staticfield_wrapper, unwrap_library
 
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -37,6 +37,10 @@ _FIELD = {TRACE_EVENT: "trace_s", LOWER_EVENT: "lower_s", COMPILE_EVENT: "compil
 NO_HOOK = (
     "staticfield watch: this JAX ({version}) has no jax._src.pjit._trace_for_jit to hook, "
     "so recompiles are counted and timed but not explained"
+)
+STATICFIELD_NOTE = (
+    "recompiled for a static value that sf.jit/sf.jit_method keep out of JAX's view; "
+    "their own recompile explanations name the field (see Explaining recompiles)"
 )
 FAILED = (
     "staticfield watch: the watcher failed inside {where} ({error}); the program went on "
@@ -64,6 +68,7 @@ class WatchedFunction:
     location: str
     compiles: list[Compile] = dataclasses.field(default_factory=list)
     eager: bool = False  # an op-by-op primitive (jnp.ones(3) outside jit)
+    note: str = ""  # why a recompile may show no changed argument
     _descriptions: list = dataclasses.field(default_factory=list, repr=False)
     _functions: Any = dataclasses.field(default_factory=weakref.WeakSet, repr=False)
     _placements: list = dataclasses.field(default_factory=list, repr=False)  # per compile
@@ -152,9 +157,11 @@ class watch:
                 user_fun, args, kwargs, tuple(getattr(ji, "static_argnums", ()) or ()),
                 tuple(getattr(ji, "static_argnames", ()) or ()), static_leaf,
             )
+            if is_staticfield_wrapper(fun):
+                entry.note = STATICFIELD_NOTE
             if entry.compiles:
                 changes = _watch_diff.closest(entry._descriptions, description)[1]
-                if not _seen(entry, fun):
+                if not entry.note and not _seen(entry, fun):
                     changes.insert(0, _new_function(fun))
             _remember(entry, fun)
         record = Compile(len(entry.compiles) + 1, call_site(), changes)
@@ -349,5 +356,6 @@ def _placements(args: tuple, dbg: Any) -> tuple:
     return tuple(zip(names or [f"args[{i}]" for i in range(len(flat))], map(_watch_diff.placement, flat)))
 
 
+@functools.lru_cache(maxsize=1024)
 def _squash(name: str) -> str:
     return re.sub(r"[^0-9A-Za-z]", "", name)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import types
 from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
@@ -91,6 +92,14 @@ def short(value: Any, limit: int = 50) -> str:
 
 def argument_names(fun: Callable, n_args: int) -> list[str]:
     """The names of the first ``n_args`` positional parameters (``args[i]`` past them)."""
+    code = getattr(fun, "__code__", None)
+    if isinstance(fun, types.FunctionType) and code is not None:  # fast: no inspect
+        names = list(code.co_varnames[: code.co_argcount])
+        if code.co_flags & inspect.CO_VARARGS and n_args > len(names):
+            star = code.co_varnames[code.co_argcount + code.co_kwonlyargcount]
+            names += [f"{star}[{i}]" for i in range(n_args - len(names))]
+        names = names[:n_args]
+        return names + [f"args[{i}]" for i in range(len(names), n_args)]
     try:
         params = list(inspect.signature(fun).parameters.values())
     except (TypeError, ValueError):
@@ -289,11 +298,20 @@ def _tops(paths: list[str]) -> list[str]:
     return [p for p in paths if not has_ancestor(p)]
 
 
+CLOSEST_WINDOW = 64  # compare with at most this many of the latest compiles
+
+
 def closest(earlier: Sequence[Description], new: Description) -> tuple[int, list[Change]]:
-    """Index of the earlier description with the fewest changes (newest on a tie), and them."""
+    """Index of the earlier description with the fewest changes (newest on a tie), and them.
+
+    Only the latest ``CLOSEST_WINDOW`` are compared, and an identical one ends the
+    search, so a function compiled thousands of times costs no more per compile.
+    """
     best: tuple[int, list[Change]] = (-1, [])
-    for i in range(len(earlier) - 1, -1, -1):
+    for i in range(len(earlier) - 1, max(-1, len(earlier) - 1 - CLOSEST_WINDOW), -1):
         changes = diff(earlier[i], new)
         if best[0] < 0 or len(changes) < len(best[1]):
             best = (i, changes)
+            if not changes:
+                break
     return best

@@ -18,14 +18,15 @@ def render(functions: Sequence[Any], notices: Sequence[str]) -> str:
     """Per function (most compiles first): compiles, seconds, and why each recompile."""
     jitted = [f for f in functions if not f.eager]
     eager = [f for f in functions if f.eager]
-    total = sum(f.count for f in functions)
+    compiles = sum(f.count for f in jitted)
+    eager_note = f" (+{sum(f.count for f in eager)} eager op-by-op)" if eager else ""
     seconds = "  ".join(
         f"{label} {sum(f.seconds(t) for f in functions):.3f} s"
         for label, t in zip(("trace", "lower", "compile"), _TIMES)
     )
     lines = [
-        f"staticfield watch: {len(jitted)} jitted function(s), {total} compile(s) in all; "
-        + seconds
+        f"staticfield watch: {len(jitted)} jitted function(s), {compiles} compile(s)"
+        f"{eager_note}; {seconds}"
     ]
     for f in sorted(jitted, key=lambda f: -f.count):
         lines.append("")
@@ -65,6 +66,8 @@ def _function_lines(f: Any) -> list[str]:
 
 
 def _no_change(f: Any) -> str:
+    if f.note:
+        return f.note
     if not f.location:
         return "compiled (no explanation: JAX compiled it without the trace hook seeing it)"
     return (

@@ -43,7 +43,7 @@ def identify(fun: Callable, dbg: Any) -> tuple[Any, str, str, bool]:
     f = fun
     while isinstance(f, functools.partial):
         f = f.func
-    f = getattr(f, "__func__", f)  # a bound method: its function
+    f = _user_function(getattr(f, "__func__", f))  # a bound method: its function
     code = getattr(f, "__code__", None)
     name = getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or type(f).__name__
     if code is not None and code.co_filename.startswith(_JAX_DIR):
@@ -56,17 +56,51 @@ def identify(fun: Callable, dbg: Any) -> tuple[Any, str, str, bool]:
     return ("src", src or name), name, location, False
 
 
+def is_staticfield_wrapper(fun: Callable) -> bool:
+    """Whether JAX was handed staticfield's own per-static-key inner function."""
+    code = getattr(fun, "__code__", None)
+    file = getattr(code, "co_filename", "")
+    return file.startswith(_PACKAGE_DIR) and not file.startswith(_EXAMPLES_DIR)
+
+
+def _user_function(f: Any) -> Any:
+    """The function the user wrote, behind ``__wrapped__`` or staticfield's inner function."""
+    for _ in range(8):
+        wrapped = getattr(f, "__wrapped__", None)
+        if callable(wrapped):
+            f = wrapped
+        elif is_staticfield_wrapper(f) and "fn" in f.__code__.co_freevars:
+            f = f.__closure__[f.__code__.co_freevars.index("fn")].cell_contents
+        else:
+            break
+    return f
+
+
 def relative(path: str) -> str:
+    """``path`` relative to the working directory when it lies below it."""
+    return _relative(path, os.getcwd())
+
+
+@functools.lru_cache(maxsize=1024)
+def _relative(path: str, cwd: str) -> str:
     try:
-        rel = os.path.relpath(path)
+        rel = os.path.relpath(path, cwd)
     except ValueError:
         return path
     return path if rel.startswith("..") else rel
 
 
+_LIBRARIES = ("jax", "jaxlib", "equinox", "flax", "runpy", "functools", "contextlib")
+
+
 def _library_dirs() -> tuple[str, ...]:
+    return _dirs_of(tuple(name in sys.modules for name in _LIBRARIES))
+
+
+@functools.lru_cache(maxsize=8)
+def _dirs_of(loaded: tuple[bool, ...]) -> tuple[str, ...]:
     dirs = [os.path.dirname(os.path.abspath(__file__)) + os.sep]
-    for name in ("jax", "jaxlib", "equinox", "flax", "runpy", "functools", "contextlib"):
+    for name in _LIBRARIES:
         module = sys.modules.get(name)
         file = getattr(module, "__file__", None)
         if file:
@@ -75,6 +109,7 @@ def _library_dirs() -> tuple[str, ...]:
     return tuple(dirs)
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _JAX_DIR = os.path.dirname(os.path.abspath(jax.__file__)) + os.sep
 _EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples") + os.sep
 
@@ -85,7 +120,8 @@ def call_site() -> str:
     frame = sys._getframe(1)
     while frame is not None:
         file = frame.f_code.co_filename
-        if file.startswith(_EXAMPLES_DIR) or not (file.startswith(skip) or file.startswith("<frozen")):
+        internal = file.startswith(skip) or file.startswith(("<frozen", "<staticfield"))
+        if file.startswith(_EXAMPLES_DIR) or not internal:
             return f"{relative(file)}:{frame.f_lineno}"
         frame = frame.f_back  # type: ignore[assignment]
     return ""
