@@ -78,4 +78,4 @@ def run(cfg: Config, results: Results) -> None:
         return jax.jit(lambda p, v: _body(p, v))(params, x)  # a new function: a compile
 
     _pair(MISS, Contender(OFF, miss, "baseline"), Contender(ON, miss, "ours"), cfg, results,
-          max(2, cfg.rounds // 5))
+          cfg.rounds)

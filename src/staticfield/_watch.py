@@ -194,7 +194,8 @@ class watch:
         if entry is None:
             return None
         placements = _placements(args, dbg)
-        earlier = [p for p in entry._placements if p is not None]
+        window = entry._placements[-_watch_diff.CLOSEST_WINDOW :]
+        earlier = [p for p in window if p is not None]
         changes = min(
             (_watch_diff.placement_changes(p, placements) for p in earlier), key=len, default=[]
         )

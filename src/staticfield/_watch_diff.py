@@ -156,6 +156,10 @@ def _key(k: Any) -> str:
 
 
 def _walk(x: Any, path: str, out: Description, static_leaf: Callable | None) -> None:
+    if isinstance(x, jax.Array) and static_leaf is None:  # the common leaf, without a flatten
+        aval = x.aval
+        out[path] = Leaf(tuple(aval.shape), _dtype_name(aval.dtype), aval.weak_type, placement(x))
+        return
     children, treedef = jax.tree_util.tree_flatten_with_path(x, is_leaf=lambda y: y is not x)
     if jax.tree_util.treedef_is_leaf(treedef) and treedef.num_leaves == 1:
         out[path] = Static("static", x) if static_leaf and static_leaf(x) else _leaf(x)
@@ -199,10 +203,20 @@ def _is_namedtuple(t: type) -> bool:
 _typeof = getattr(jax, "typeof", None) or jax.core.get_aval  # jax.typeof is newer
 
 
+_DTYPE_NAMES: dict[Any, str] = {}
+
+
+def _dtype_name(dtype: Any) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype)
+    return name
+
+
 def _leaf(x: Any) -> Any:
     try:
         aval = _typeof(x)
-        shape, dtype, weak = tuple(aval.shape), str(aval.dtype), bool(aval.weak_type)
+        shape, dtype, weak = tuple(aval.shape), _dtype_name(aval.dtype), bool(aval.weak_type)
     except Exception:
         return Static("static", x)  # not an array: jit would reject it; show its value
     return Leaf(shape, dtype, weak, placement(x))
