@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -23,7 +24,8 @@ import staticfield as sf
 from staticfield import _watch_diff
 from staticfield.examples import watch_demo
 
-DEMO = Path(watch_demo.__file__)
+DEMO = Path(watch_demo.__file__).resolve()
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_watch(tmp_path: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -44,9 +46,10 @@ def script(tmp_path: Path, source: str, name: str = "prog.py") -> str:
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, dict]:
     """The demo run once under watch with --json and a budget of 3 compiles."""
-    tmp = tmp_path_factory.mktemp("demo")
-    proc = run_watch(tmp, "--json", "report.json", "--max-compiles", "3", str(DEMO))
-    return proc, json.loads((tmp / "report.json").read_text())
+    out = tmp_path_factory.mktemp("demo") / "report.json"
+    demo = str(DEMO.relative_to(ROOT))  # from the repository root, as docs/watch.md runs it
+    proc = run_watch(ROOT, "--json", str(out), "--max-compiles", "3", demo)
+    return proc, json.loads(out.read_text())
 
 
 def function(data: dict, name: str) -> dict:
@@ -66,6 +69,20 @@ def test_demo_output_reaches_stdout_and_report_stderr(demo):
     assert proc.stdout == "done\n"
     assert "staticfield watch: 5 jitted function(s), 13 compile(s) (+" in proc.stderr
     assert "apply (" in proc.stderr and "watch_demo.py:33): 4 compiles" in proc.stderr
+
+
+def _without_times(text: str) -> str:
+    return re.sub(r"\d+\.\d{3} s", "_ s", text)
+
+
+def test_docs_page_shows_the_demos_report(demo):
+    """docs/watch.md shows the report the demo prints now (seconds aside)."""
+    proc, _ = demo
+    page = (ROOT / "docs" / "watch.md").read_text()
+    shown = re.search(r"```text\n(staticfield watch: .*?)```", page, flags=re.DOTALL)
+    assert shown is not None
+    report = proc.stderr.split("\nstaticfield watch: apply")[0].strip()  # less the budget lines
+    assert _without_times(shown.group(1).strip()) == _without_times(report)
 
 
 def test_static_field_change_named_by_field(demo):
@@ -309,6 +326,7 @@ def test_equinox_filter_jit_names_module_fields_and_arguments():
     assert entry.name.endswith("run") and entry.count == 3
     assert [(c.path, c.kind) for c in entry.compiles[1].changes] == [("m.depth", "static")]
     assert [(c.path, c.kind) for c in entry.compiles[2].changes] == [("scale", "static")]
+    assert "jnp.asarray" in entry.compiles[2].changes[0].hint
 
 
 def test_a_failing_watcher_leaves_the_program_unharmed(monkeypatch):

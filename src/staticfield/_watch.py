@@ -266,9 +266,9 @@ def _deactivate(w: watch) -> None:
         _remove_trace_hook()
 
 
-def _on_duration(event: str, duration: float, **kwargs: Any) -> None:
+def _on_duration(event: str, duration_secs: float, **kwargs: str | int) -> None:
     for w in list(_ACTIVE):
-        w._duration(event, duration, str(kwargs.get("fun_name", "")))
+        w._duration(event, duration_secs, str(kwargs.get("fun_name", "")))
 
 
 def _install_trace_hook() -> None:

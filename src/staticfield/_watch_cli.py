@@ -90,9 +90,9 @@ def _finish(watcher: watch, status: int, options: argparse.Namespace) -> int:
             status = status or 2
     if options.max_compiles is not None:
         over = watcher.over_budget(options.max_compiles)
-        for f in over:
-            print(OVER_BUDGET.format(name=f.name, location=f.location or "no location",
-                                     count=f.count, limit=options.max_compiles), file=sys.stderr)
+        for fn in over:
+            print(OVER_BUDGET.format(name=fn.name, location=fn.location or "no location",
+                                     count=fn.count, limit=options.max_compiles), file=sys.stderr)
         if over and not status:
             status = 1
     sys.stderr.flush()

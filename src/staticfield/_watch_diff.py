@@ -54,6 +54,10 @@ HINTS = {
         "misses the cache; define it once and reuse it, e.g. at module level"
     ),
 }
+HINT_HELD_STATIC = (
+    "equinox's filter_jit holds every non-array argument static, so each new value "
+    "compiles once; pass an array (jnp.asarray(...)) to trace it instead"
+)
 HINT_IDENTITY = (
     "the old and new values print the same but are not equal (compared by identity); "
     "reuse one object, or give {type} value-based __eq__/__hash__"
@@ -77,6 +81,7 @@ class Node(NamedTuple):
 class Static(NamedTuple):
     kind: str  # "static" or "static_arg"
     value: Any
+    hint: str = ""  # instead of HINTS[kind]
 
 
 Description = dict  # path -> Leaf | Node | Static
@@ -93,6 +98,7 @@ def short(value: Any, limit: int = 50) -> str:
 def argument_names(fun: Callable, n_args: int) -> list[str]:
     """The names of the first ``n_args`` positional parameters (``args[i]`` past them)."""
     code = getattr(fun, "__code__", None)
+    names: list[str]
     if isinstance(fun, types.FunctionType) and code is not None:  # fast: no inspect
         names = list(code.co_varnames[: code.co_argcount])
         if code.co_flags & inspect.CO_VARARGS and n_args > len(names):
@@ -104,7 +110,7 @@ def argument_names(fun: Callable, n_args: int) -> list[str]:
         params = list(inspect.signature(fun).parameters.values())
     except (TypeError, ValueError):
         params = []
-    names: list[str] = []
+    names = []
     for p in params:
         if p.kind == p.VAR_POSITIONAL:
             names += [f"{p.name}[{i}]" for i in range(n_args - len(names))]
@@ -161,10 +167,11 @@ def _walk(x: Any, path: str, out: Description, static_leaf: Callable | None) -> 
         out[path] = Leaf(tuple(aval.shape), _dtype_name(aval.dtype), aval.weak_type, placement(x))
         return
     children, treedef = jax.tree_util.tree_flatten_with_path(x, is_leaf=lambda y: y is not x)
-    if jax.tree_util.treedef_is_leaf(treedef) and treedef.num_leaves == 1:
-        out[path] = Static("static", x) if static_leaf and static_leaf(x) else _leaf(x)
+    if jax.tree_util.treedef_is_leaf(treedef) and treedef.num_leaves == 1:  # type: ignore[attr-defined]
+        held = static_leaf is not None and static_leaf(x)
+        out[path] = Static("static", x, HINT_HELD_STATIC) if held else _leaf(x)
         return
-    node_type, aux = treedef.node_data()  # type: ignore[misc]
+    node_type, aux = treedef.node_data()  # type: ignore[attr-defined,misc]
     out[path] = Node(getattr(node_type, "__qualname__", str(node_type)))
     keys = [kp[0] for kp, _ in children]
     _statics(node_type, aux, keys, path, out)
@@ -200,7 +207,7 @@ def _is_namedtuple(t: type) -> bool:
     return isinstance(t, type) and issubclass(t, tuple) and hasattr(t, "_fields")
 
 
-_typeof = getattr(jax, "typeof", None) or jax.core.get_aval  # jax.typeof is newer
+_typeof = getattr(jax, "typeof", None) or getattr(getattr(jax, "core"), "get_aval")  # newer JAX has typeof
 
 
 _DTYPE_NAMES: dict[Any, str] = {}
@@ -287,7 +294,9 @@ def _entry_changes(path: str, a: Any, b: Any) -> list[Change]:
         if _same(a.value, b.value):
             return []
         old, new = short(a.value), short(b.value)
-        hint = HINT_IDENTITY.format(type=type(b.value).__name__) if old == new else HINTS[a.kind]
+        hint = b.hint or HINTS[a.kind]
+        if old == new:
+            hint = HINT_IDENTITY.format(type=type(b.value).__name__)
         return [Change(path, a.kind, old, new, hint)]
     if a != b:
         return [Change(path, "structure", _show(a), _show(b), HINTS["structure"])]

@@ -110,7 +110,7 @@ def _dirs_of(loaded: tuple[bool, ...]) -> tuple[str, ...]:
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_JAX_DIR = os.path.dirname(os.path.abspath(jax.__file__)) + os.sep
+_JAX_DIR = os.path.dirname(os.path.abspath(jax.__file__ or "")) + os.sep
 _EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples") + os.sep
 
 
