@@ -391,3 +391,46 @@ def test_staticfield_jit_counted_at_the_users_function():
     assert "test_watch.py:" in entry.location  # the user's method, not staticfield's inner
     assert [c.kind for c in entry.compiles[1].changes] == []
     assert "sf.jit/sf.jit_method" in w.report()
+
+
+class Box:
+    """A custom pytree node keeping a tag in its aux_data."""
+
+    def __init__(self, value, tag):
+        self.value, self.tag = value, tag
+
+
+jax.tree_util.register_pytree_node(
+    Box, lambda b: ((b.value,), b.tag), lambda tag, children: Box(children[0], tag)
+)
+
+
+def test_custom_node_metadata_named_by_class():
+    """A custom node's aux_data change is `box (Box metadata)`, old → new, on one line."""
+    f = jax.jit(lambda box: box.value * 2)
+    with sf.watch() as w:
+        f(Box(jnp.ones(2), "a\nb"))
+        f(Box(jnp.ones(2), "c"))
+    (entry,) = [e for e in w.functions if not e.eager]
+    (change,) = entry.compiles[1].changes
+    assert (change.path, change.kind, change.old, change.new) == (
+        "box (Box metadata)", "static", "'a\\nb'", "'c'")
+
+
+class Opaque:
+    """Hashable by identity; every instance prints the same."""
+
+    def __repr__(self) -> str:
+        return "Opaque()"
+
+
+def test_static_arg_equal_in_print_but_not_in_value_gets_the_identity_hint():
+    """A new static argument that prints like the old one is explained as compared by identity."""
+    f = jax.jit(lambda x, opt: x + 1, static_argnums=1)
+    with sf.watch() as w:
+        f(jnp.ones(2), Opaque())
+        f(jnp.ones(2), Opaque())
+    (entry,) = [e for e in w.functions if not e.eager]
+    (change,) = entry.compiles[1].changes
+    assert (change.path, change.kind, change.old, change.new) == ("opt", "static_arg", "Opaque()", "Opaque()")
+    assert "compared by identity" in change.hint and "Opaque" in change.hint

@@ -87,11 +87,15 @@ class Static(NamedTuple):
 Description = dict  # path -> Leaf | Node | Static
 
 
-def short(value: Any, limit: int = 50) -> str:
+def _repr(value: Any) -> str:
     try:
-        text = repr(value)
+        return " ".join(repr(value).split())  # one line
     except Exception:
-        text = f"<{type(value).__name__}>"
+        return f"<{type(value).__name__}>"
+
+
+def short(value: Any, limit: int = 50) -> str:
+    text = _repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -195,11 +199,11 @@ def _statics(node_type: type, aux: Any, keys: list, path: str, out: Description)
         elif len(aux) == len(fields):  # equinox: one slot per field
             pairs = [(n, v) for n, v in zip(fields, aux) if n not in dynamic]
         else:
-            pairs = [(f"<{node_type.__name__} static data>", aux)]
+            pairs = [(f" ({node_type.__name__} metadata)", aux)]
     else:
-        pairs = [(f"<{node_type.__name__} static data>", aux)]
+        pairs = [(f" ({node_type.__name__} metadata)", aux)]
     for name, value in pairs:
-        sep = "" if name.startswith("<") else "."
+        sep = "" if name.startswith(" ") else "."
         out[f"{path}{sep}{name}" if path else name] = Static("static", value)
 
 
@@ -295,7 +299,7 @@ def _entry_changes(path: str, a: Any, b: Any) -> list[Change]:
             return []
         old, new = short(a.value), short(b.value)
         hint = b.hint or HINTS[a.kind]
-        if old == new:
+        if _repr(a.value) == _repr(b.value):
             hint = HINT_IDENTITY.format(type=type(b.value).__name__)
         return [Change(path, a.kind, old, new, hint)]
     if a != b:
