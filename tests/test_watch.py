@@ -434,3 +434,23 @@ def test_static_arg_equal_in_print_but_not_in_value_gets_the_identity_hint():
     (change,) = entry.compiles[1].changes
     assert (change.path, change.kind, change.old, change.new) == ("opt", "static_arg", "Opaque()", "Opaque()")
     assert "compared by identity" in change.hint and "Opaque" in change.hint
+
+
+def test_a_trace_that_raises_is_not_a_compile():
+    """A trace that raises counts as a failed trace, not a compile, and the error reaches the user."""
+
+    @jax.jit
+    def f(x):
+        if x.shape[0] == 3:
+            raise ValueError("no threes")
+        return x + 1
+
+    with sf.watch() as w:
+        f(jnp.ones(2))
+        with pytest.raises(ValueError, match="no threes"):
+            f(jnp.ones(3))
+        f(jnp.ones(4))
+    (entry,) = [e for e in w.functions if not e.eager]
+    assert entry.count == 2 and entry.failed_traces == 1
+    assert [(c.path, c.kind) for c in entry.compiles[1].changes] == [("x", "shape")]
+    assert "2 compiles, and 1 trace(s) that raised" in w.report()

@@ -69,6 +69,7 @@ class WatchedFunction:
     compiles: list[Compile] = dataclasses.field(default_factory=list)
     eager: bool = False  # an op-by-op primitive (jnp.ones(3) outside jit)
     note: str = ""  # why a recompile may show no changed argument
+    failed_traces: int = 0  # traces that raised (nothing compiled)
     _descriptions: list = dataclasses.field(default_factory=list, repr=False)
     _functions: Any = dataclasses.field(default_factory=weakref.WeakSet, repr=False)
     _placements: list = dataclasses.field(default_factory=list, repr=False)  # per compile
@@ -171,6 +172,18 @@ class watch:
         if not eager:
             self._by_source[str(getattr(dbg, "func_src_info", ""))] = entry
         self._local.current = (record, _squash(getattr(fun, "__name__", "")), entry)
+
+    def _trace_raised(self) -> None:
+        """The user's function raised while tracing: nothing compiled, so forget the trace."""
+        current, self._local.current = getattr(self._local, "current", None), None
+        if current is None:
+            return
+        record, _, entry = current
+        if entry.compiles and entry.compiles[-1] is record:
+            entry.compiles.pop()
+            entry._descriptions.pop()
+            entry._placements.pop()
+            entry.failed_traces += 1
 
     def _calling(self, args: tuple, params: dict) -> None:
         """JAX runs a traced function afresh (its C++ cache missed): note the placements."""
@@ -281,6 +294,12 @@ def _install_trace_hook() -> None:
     if original is None or clean is None:
         return
     _install_call_hook(pjit, clean)
+    try:  # the hooks' frames drop out of user tracebacks, as JAX's own do
+        from jax._src import traceback_util
+
+        traceback_util.register_exclusion(__file__)
+    except Exception:
+        pass
 
     @functools.wraps(original)
     def _trace_for_jit(*args: Any, **kwargs: Any) -> Any:
@@ -288,7 +307,12 @@ def _install_trace_hook() -> None:
             fun, ji, _, dbg, _, call_args, call_kwargs = args
             for w in list(_ACTIVE):
                 w._traced(fun, ji, dbg, call_args, call_kwargs)
-        return original(*args, **kwargs)
+        try:
+            return original(*args, **kwargs)
+        except BaseException:
+            for w in list(_ACTIVE):
+                w._trace_raised()
+            raise
 
     _ORIGINAL["trace"] = (pjit, original)
     pjit._trace_for_jit = _trace_for_jit

@@ -49,7 +49,8 @@ def _function_lines(f: Any) -> list[str]:
     where = f" ({f.location})" if f.location else ""
     times = "  ".join(f"{t[:-2]} {f.seconds(t):.3f} s" for t in _TIMES)
     plural = "compile" if f.count == 1 else "compiles"
-    lines = [f"{f.name}{where}: {f.count} {plural}  [{times}]"]
+    failed = f", and {f.failed_traces} trace(s) that raised" if f.failed_traces else ""
+    lines = [f"{f.name}{where}: {f.count} {plural}{failed}  [{times}]"]
     for c in f.compiles:
         at = f" at {c.call_site}" if c.call_site else ""
         if c.number == 1:
@@ -88,6 +89,7 @@ def to_dict(functions: Sequence[Any], notices: Sequence[str], explained: bool) -
                 "location": f.location,
                 "eager": f.eager,
                 "compiles": f.count,
+                "failed_traces": f.failed_traces,
                 **{t: round(f.seconds(t), 6) for t in _TIMES},
                 "events": [
                     {
