@@ -454,3 +454,22 @@ def test_a_trace_that_raises_is_not_a_compile():
     assert entry.count == 2 and entry.failed_traces == 1
     assert [(c.path, c.kind) for c in entry.compiles[1].changes] == [("x", "shape")]
     assert "2 compiles, and 1 trace(s) that raised" in w.report()
+
+
+def test_a_failing_watcher_under_the_command_line_leaves_the_script_unharmed(tmp_path):
+    """With the watcher's listener broken, the script's output and exit status are its own."""
+    prog = script(tmp_path, """
+        import jax, jax.numpy as jnp
+        from staticfield import _watch
+
+        def broken(*args, **kwargs):
+            raise RuntimeError("listener exploded")
+
+        _watch.watch._duration = broken  # every jax.monitoring event now fails in the watcher
+        print(jax.jit(lambda x: x * 2)(jnp.ones(2)).tolist())
+    """)
+    proc = run_watch(tmp_path, prog)
+    assert proc.returncode == 0
+    assert proc.stdout == "[2.0, 2.0]\n"
+    assert "Traceback" not in proc.stderr
+    assert "failed inside its jax.monitoring listener (RuntimeError: listener exploded)" in proc.stderr

@@ -279,9 +279,21 @@ def _deactivate(w: watch) -> None:
         _remove_trace_hook()
 
 
+def _guarded(w: watch, where: str, method: Callable, *args: Any) -> None:
+    """Call into a watcher from JAX's code; whatever fails there stays there."""
+    try:
+        method(*args)
+    except Exception as e:
+        try:
+            w._failed(where, e)
+        except Exception:
+            pass
+
+
 def _on_duration(event: str, duration_secs: float, **kwargs: str | int) -> None:
     for w in list(_ACTIVE):
-        w._duration(event, duration_secs, str(kwargs.get("fun_name", "")))
+        _guarded(w, "its jax.monitoring listener", w._duration, event, duration_secs,
+                 str(kwargs.get("fun_name", "")))
 
 
 def _install_trace_hook() -> None:
@@ -306,12 +318,12 @@ def _install_trace_hook() -> None:
         if _ACTIVE and len(args) == 7 and clean():
             fun, ji, _, dbg, _, call_args, call_kwargs = args
             for w in list(_ACTIVE):
-                w._traced(fun, ji, dbg, call_args, call_kwargs)
+                _guarded(w, "its trace hook", w._traced, fun, ji, dbg, call_args, call_kwargs)
         try:
             return original(*args, **kwargs)
         except BaseException:
             for w in list(_ACTIVE):
-                w._trace_raised()
+                _guarded(w, "its trace hook", w._trace_raised)
             raise
 
     _ORIGINAL["trace"] = (pjit, original)
@@ -329,12 +341,12 @@ def _install_call_hook(pjit: Any, clean: Callable[[], bool]) -> None:
         watchers = list(_ACTIVE)
         if watchers and clean():
             for w in watchers:
-                w._calling(args, params)
+                _guarded(w, "its call hook", w._calling, args, params)
         try:
             return original(*args, **params)
         finally:
             for w in watchers:
-                w._local.pending = None
+                _guarded(w, "its call hook", setattr, w._local, "pending", None)
 
     _ORIGINAL["call"] = (pjit, original)
     pjit._pjit_call_impl_python = _pjit_call_impl_python
