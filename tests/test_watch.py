@@ -348,9 +348,9 @@ def test_a_failing_watcher_leaves_the_program_unharmed(monkeypatch):
 
 def test_without_the_trace_hook_it_counts_and_times_and_says_so_once(monkeypatch):
     """A JAX without the trace hook: one notice, and compiles still counted and timed."""
-    from staticfield import _watch
+    from staticfield import _watch_hooks
 
-    monkeypatch.setattr(_watch, "_install_trace_hook", lambda: None)  # as if JAX lacked it
+    monkeypatch.setattr(_watch_hooks, "_install_trace_hook", lambda: None)  # as if JAX lacked it
     f = jax.jit(lambda x: x - 1)
     with sf.watch() as w:
         f(jnp.ones(2))

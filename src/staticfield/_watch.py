@@ -1,16 +1,12 @@
 """``sf.watch``: every compile of a JAX program, per jitted function, explained in user paths.
 
-Two hooks, both silent on a cache hit (JAX's C++ dispatch never reaches Python then):
-
-* counts and times: a ``jax.monitoring`` duration listener (public API) for the
-  trace, lowering and backend-compile events JAX records on a miss;
-* explanations: a wrapper around ``jax._src.pjit._trace_for_jit``, the one function
-  JAX calls only after its caches missed, with the user's function, its jit options
-  and the call's own arguments. Where a JAX version lacks it, the watcher says so
-  once and reports counts and times only.
-
-Nothing here raises into the user's program: a failure inside the watcher becomes
-a notice in the report.
+A ``watch`` keeps a ``WatchedFunction`` per function (by code location) and a
+``Compile`` per trace. ``_watch_hooks`` feeds it from JAX, on cache misses only:
+``_traced`` describes the arguments of each new trace (``_watch_diff``) and diffs
+them with the closest earlier compile; ``_duration`` adds trace, lowering and
+compile seconds to the compile in progress; ``_calling``/``_relowered`` explain a
+compile that needed no new trace (a new sharding). Where JAX lacks the trace hook,
+the watcher says so once and keeps counts and times only.
 """
 
 from __future__ import annotations
@@ -26,6 +22,7 @@ import jax
 
 from . import _watch_diff
 from ._explain import Change
+from ._watch_hooks import activate, deactivate
 from ._watch_report import render, to_dict
 from ._watch_site import call_site, identify, is_staticfield_wrapper, unwrap_library
 
@@ -108,10 +105,12 @@ class watch:
         self.stop()
 
     def start(self) -> None:
-        _activate(self)
+        if not activate(self):
+            self.explained = False
+            self._notice(NO_HOOK.format(version=jax.__version__))
 
     def stop(self) -> None:
-        _deactivate(self)
+        deactivate(self)
 
     @property
     def functions(self) -> list[WatchedFunction]:
@@ -247,118 +246,6 @@ class watch:
             last = Compile(entry.count + 1, "", [])
             entry.compiles.append(last)
         return last
-
-
-# -- installing the hooks once for all active watchers ---------------------------------
-
-_ACTIVE: list[watch] = []
-_ORIGINAL: dict[str, Any] = {}
-
-
-def _activate(w: watch) -> None:
-    if w in _ACTIVE:
-        return
-    if not _ACTIVE:
-        jax.monitoring.register_event_duration_secs_listener(_on_duration)
-        _install_trace_hook()
-    _ACTIVE.append(w)
-    if "trace" not in _ORIGINAL:
-        w.explained = False
-        w._notice(NO_HOOK.format(version=jax.__version__))
-
-
-def _deactivate(w: watch) -> None:
-    if w not in _ACTIVE:
-        return
-    _ACTIVE.remove(w)
-    if not _ACTIVE:
-        try:
-            jax.monitoring.unregister_event_duration_listener(_on_duration)
-        except Exception:  # an older JAX without unregister: the listener stays, idle
-            pass
-        _remove_trace_hook()
-
-
-def _guarded(w: watch, where: str, method: Callable, *args: Any) -> None:
-    """Call into a watcher from JAX's code; whatever fails there stays there."""
-    try:
-        method(*args)
-    except Exception as e:
-        try:
-            w._failed(where, e)
-        except Exception:
-            pass
-
-
-def _on_duration(event: str, duration_secs: float, **kwargs: str | int) -> None:
-    for w in list(_ACTIVE):
-        _guarded(w, "its jax.monitoring listener", w._duration, event, duration_secs,
-                 str(kwargs.get("fun_name", "")))
-
-
-def _install_trace_hook() -> None:
-    try:
-        from jax._src import core, pjit
-    except Exception:
-        return
-    original = getattr(pjit, "_trace_for_jit", None)
-    clean = getattr(core, "trace_state_clean", None)
-    if original is None or clean is None:
-        return
-    _install_call_hook(pjit, clean)
-    try:  # the hooks' frames drop out of user tracebacks, as JAX's own do
-        from jax._src import traceback_util
-
-        traceback_util.register_exclusion(__file__)
-    except Exception:
-        pass
-
-    @functools.wraps(original)
-    def _trace_for_jit(*args: Any, **kwargs: Any) -> Any:
-        if _ACTIVE and len(args) == 7 and clean():
-            fun, ji, _, dbg, _, call_args, call_kwargs = args
-            for w in list(_ACTIVE):
-                _guarded(w, "its trace hook", w._traced, fun, ji, dbg, call_args, call_kwargs)
-        try:
-            return original(*args, **kwargs)
-        except BaseException:
-            for w in list(_ACTIVE):
-                _guarded(w, "its trace hook", w._trace_raised)
-            raise
-
-    _ORIGINAL["trace"] = (pjit, original)
-    pjit._trace_for_jit = _trace_for_jit
-
-
-def _install_call_hook(pjit: Any, clean: Callable[[], bool]) -> None:
-    """Wrap _pjit_call_impl_python, which JAX reaches on a C++ cache miss only."""
-    original = getattr(pjit, "_pjit_call_impl_python", None)
-    if original is None:
-        return
-
-    @functools.wraps(original)
-    def _pjit_call_impl_python(*args: Any, **params: Any) -> Any:
-        watchers = list(_ACTIVE)
-        if watchers and clean():
-            for w in watchers:
-                _guarded(w, "its call hook", w._calling, args, params)
-        try:
-            return original(*args, **params)
-        finally:
-            for w in watchers:
-                _guarded(w, "its call hook", setattr, w._local, "pending", None)
-
-    _ORIGINAL["call"] = (pjit, original)
-    pjit._pjit_call_impl_python = _pjit_call_impl_python
-
-
-def _remove_trace_hook() -> None:
-    if "trace" in _ORIGINAL:
-        module, original = _ORIGINAL.pop("trace")
-        module._trace_for_jit = original
-    if "call" in _ORIGINAL:
-        module, original = _ORIGINAL.pop("call")
-        module._pjit_call_impl_python = original
 
 
 # -- what changed besides the arguments ------------------------------------------------
