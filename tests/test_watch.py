@@ -19,6 +19,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import staticfield as sf
 from staticfield import _watch_diff
@@ -473,3 +475,24 @@ def test_a_failing_watcher_under_the_command_line_leaves_the_script_unharmed(tmp
     assert proc.stdout == "[2.0, 2.0]\n"
     assert "Traceback" not in proc.stderr
     assert "failed inside its jax.monitoring listener (RuntimeError: listener exploded)" in proc.stderr
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=6))
+def test_compiles_and_shape_changes_match_the_calls(sizes):
+    """For any sequence of input sizes: one compile per new size, each explained as x's shape."""
+    traces = 0
+
+    @jax.jit
+    def f(x):
+        nonlocal traces
+        traces += 1
+        return x * 2
+
+    with sf.watch() as w:
+        for n in sizes:
+            f(jnp.ones(n))
+    (entry,) = [e for e in w.functions if not e.eager and e.name.endswith("f")]
+    assert entry.count == traces == len(set(sizes))
+    for c in entry.compiles[1:]:
+        assert [(ch.path, ch.kind) for ch in c.changes] == [("x", "shape")]
