@@ -499,3 +499,16 @@ def test_compiles_and_shape_changes_match_the_calls(sizes):
     assert entry.count == traces == len(set(sizes))
     for c in entry.compiles[1:]:
         assert [(ch.path, ch.kind) for ch in c.changes] == [("x", "shape")]
+
+
+def test_jit_under_grad_is_counted_with_its_call_site():
+    """A jitted function compiled under jax.grad is counted by name, at the user's call site."""
+    loss = jax.jit(lambda w: jnp.sum(w**2))
+    with sf.watch() as w:
+        line = sys._getframe().f_lineno + 1
+        jax.grad(loss)(jnp.ones(3))
+    (entry,) = [e for e in w.functions if not e.eager]
+    assert entry.name == "<lambda>" and entry.count >= 1
+    assert all(c.call_site.endswith(f"test_watch.py:{line}") for c in entry.compiles)
+    if entry.count > 1:
+        assert "compiled, not explained: no trace the watcher could see" in w.report()

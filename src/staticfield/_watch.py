@@ -243,7 +243,7 @@ class watch:
             entry = self._other[fun_name] = WatchedFunction(fun_name, "")
         last = entry.compiles[-1] if entry.compiles else None
         if last is None or field == "trace_s" or getattr(last, field):
-            last = Compile(entry.count + 1, "", [])
+            last = Compile(entry.count + 1, call_site(), [])
             entry.compiles.append(last)
         return last
 

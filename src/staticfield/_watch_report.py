@@ -70,7 +70,10 @@ def _no_change(f: Any) -> str:
     if f.note:
         return f.note
     if not f.location:
-        return "compiled (no explanation: JAX compiled it without the trace hook seeing it)"
+        return (
+            "compiled, not explained: no trace the watcher could see (a jitted function "
+            "under jax.grad, jax.vmap, ..., or no trace hook in this JAX)"
+        )
     return (
         "recompiled, but no argument differs from an earlier compile (a global setting "
         "such as jax_enable_x64 may have changed, or JAX's caches were cleared)"
