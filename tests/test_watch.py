@@ -512,3 +512,16 @@ def test_jit_under_grad_is_counted_with_its_call_site():
     assert all(c.call_site.endswith(f"test_watch.py:{line}") for c in entry.compiles)
     if entry.count > 1:
         assert "compiled, not explained: no trace the watcher could see" in w.report()
+
+
+def test_run_a_module_with_dash_m(tmp_path):
+    """`watch -m module args` runs the module as __main__ with its arguments, and reports."""
+    (tmp_path / "prog_mod.py").write_text(textwrap.dedent("""
+        import sys, jax, jax.numpy as jnp
+        print(sys.argv[1:])
+        jax.jit(lambda x: x + 1)(jnp.ones(2))
+    """))
+    proc = run_watch(tmp_path, "-m", "prog_mod", "a", "b")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "['a', 'b']\n"
+    assert "<lambda> (prog_mod.py:4): 1 compile" in proc.stderr

@@ -1,6 +1,7 @@
-"""``python -m staticfield watch [--json FILE] [--max-compiles N] script.py [args...]``.
+"""``python -m staticfield watch [--json FILE] [--max-compiles N] [-m] script.py [args...]``.
 
-Runs the script as ``python script.py args...`` would (its output, exit code and
+Runs the script as ``python script.py args...`` would (with ``-m``, a module, as
+``python -m module args...`` would) (its output, exit code and
 traceback unchanged) under ``sf.watch``, then prints the report to stderr, also
 when the script raised or exited non-zero. Exit status: the script's own when it
 is non-zero, else 1 when a function compiled more than ``--max-compiles`` times.
@@ -9,12 +10,13 @@ is non-zero, else 1 when a function compiled more than ``--max-compiles`` times.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import runpy
 import sys
 import traceback
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ._watch import watch
 
@@ -35,7 +37,9 @@ def _parser() -> argparse.ArgumentParser:
         "--max-compiles", metavar="N", type=int,
         help="exit non-zero if any jitted function compiles more than N times (a CI guard)",
     )
-    parser.add_argument("script", help="the Python script to run")
+    parser.add_argument("-m", dest="module", action="store_true",
+                        help="run a module, as python -m MODULE does (SCRIPT names it)")
+    parser.add_argument("script", help="the Python script (or, with -m, module) to run")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     return parser
 
@@ -43,24 +47,30 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str]) -> int:
     options = _parser().parse_args(argv)
     script = os.path.abspath(options.script)
-    if not os.path.isfile(script):
+    if options.module:
+        sys.path.insert(0, os.getcwd())
+        run = functools.partial(runpy.run_module, options.script, run_name="__main__",
+                                alter_sys=True)
+    elif os.path.isfile(script):
+        sys.path.insert(0, os.path.dirname(script))
+        run = functools.partial(runpy.run_path, script, run_name="__main__")
+    else:
         print(f"python -m staticfield watch: no such script {options.script!r}", file=sys.stderr)
         return 2
     sys.argv = [options.script, *options.args]
-    sys.path.insert(0, os.path.dirname(script))
     watcher = watch()
     watcher.start()
     try:
-        status = _run(script)
+        status = _run(run)
     finally:
         watcher.stop()
     return _finish(watcher, status, options)
 
 
-def _run(script: str) -> int:
+def _run(run: Callable[[], object]) -> int:
     """Run the script as __main__; its exit status, printing its traceback as Python would."""
     try:
-        runpy.run_path(script, run_name="__main__")
+        run()
     except SystemExit as e:
         if e.code is None:
             return 0
@@ -70,7 +80,7 @@ def _run(script: str) -> int:
         return 1
     except BaseException as e:
         tb = e.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename != script:
+        while tb is not None and tb.tb_frame.f_globals.get("__name__") in ("runpy", __name__):
             tb = tb.tb_next  # drop this runner's and runpy's frames
         traceback.print_exception(type(e), e, tb or e.__traceback__)
         return 1
