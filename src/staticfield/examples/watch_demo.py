@@ -5,8 +5,7 @@
 Each function below is plain ``jax.jit``; each is called so that it compiles
 again for one reason: a new shape, a new dtype, a Python scalar instead of an
 array (weak type), a new static field value, a new ``static_argnames`` value, a
-new pytree structure, and a new lambda made on every call. (A new sharding
-recompiles too, but needs more than one device.)
+new pytree structure, a new lambda per call (a new sharding needs 2+ devices).
 """
 
 from __future__ import annotations
