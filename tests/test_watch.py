@@ -400,8 +400,12 @@ def test_staticfield_jit_counted_at_the_users_function():
     (entry,) = [e for e in w.functions if not e.eager]
     assert entry.name.endswith("Model.__call__") and entry.count == 2
     assert "test_watch.py:" in entry.location  # the user's method, not staticfield's inner
-    assert [c.kind for c in entry.compiles[1].changes] == []
-    assert "sf.jit/sf.jit_method" in w.report()
+    # JAX sees either staticfield's per-static-key inner function (the depth is kept out
+    # of its view: a note, never a false "new function") or the method itself (the field)
+    second = [(c.path, c.kind) for c in entry.compiles[1].changes]
+    assert second in ([], [("self.depth", "static")])
+    if not second:
+        assert "sf.jit/sf.jit_method" in w.report()
 
 
 class Box:
