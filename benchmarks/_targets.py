@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import dispatch, fields, misses, nested, variants
+from . import dispatch, fields, misses, nested, variants, watch
 from ._harness import Results
 
 
@@ -94,6 +94,10 @@ def evaluate(results: Results) -> list[Target]:
                       _ratio(ours_step, best),
                       _why((nested.OURS, ours_step), ("flax.struct or equinox", best))
                       or f"(best anchor: {best_name})"))
+    for group, label, bound in ((watch.HIT, "jax.jit hit inside sf.watch / without", 1.02),
+                                (watch.MISS, "jax.jit compile inside sf.watch / without", 1.05)):
+        on, off = g(group, "", watch.ON), g(group, "", watch.OFF)
+        out.append(Target(label, bound, True, _ratio(on, off), _why((watch.ON, on), (watch.OFF, off))))
 
     for ours_name, raw_name in ((misses.OURS_SHAPE, misses.RAW_SHAPE), (misses.OURS_STATIC, misses.RAW_STATIC)):
         num, den = g(misses.MISSES, "", ours_name), g(misses.MISSES, "", raw_name)

@@ -266,3 +266,54 @@ def test_static_marks_on_a_plain_stdlib_dataclass_base_are_honoured():
     assert sf.static_fields(Model) == ("depth",)
     assert jax.tree_util.tree_leaves(Model(3, jnp.ones(2)))[0].shape == (2,)
     assert not sf.is_static(dataclasses.fields(Config)[0])  # the base's own Field is untouched
+
+
+_MAIN_SCRIPT = '''
+import sys, cloudpickle, jax, jax.numpy as jnp
+import staticfield as sf
+
+class P(sf.Struct):
+    w: jax.Array
+    n: sf.Static[int] = 2
+
+    def __check_init__(self):
+        if self.n <= 0:
+            raise ValueError("n must be positive")
+
+@sf.dataclass
+class Q:
+    w: jax.Array
+
+    def __init__(self, k):
+        self.w = jnp.ones(k)
+
+sys.stdout.buffer.write(cloudpickle.dumps((P, P(jnp.ones(2), 3), Q, Q(2))))
+'''
+
+_LOAD_SCRIPT = '''
+import pickle, sys, jax
+P, p, Q, q = pickle.loads(sys.stdin.buffer.read())
+assert p.replace(n=4).n == 4 and P(1.0).n == 2 and Q(3).w.shape == (3,)
+for obj in (P(1.0), Q(3)):  # made in this process by the unpickled classes: keyed pytrees
+    (path, leaf), = jax.tree_util.tree_flatten_with_path(obj)[0]
+    assert jax.tree_util.keystr(path) == ".w"
+    assert jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(obj), [leaf]) == obj
+try:
+    p.replace(n=-1)
+except ValueError:
+    print("checked", jax.tree_util.keystr(jax.tree_util.tree_flatten_with_path(p)[0][0][0]), q.w.shape)
+'''
+
+
+def test_classes_defined_in_main_cloudpickle_into_a_fresh_process():
+    """sf.Struct and custom-__init__ classes defined in __main__ travel by value with cloudpickle
+    and work in a fresh process: constructors, replace, __check_init__, pytree keys."""
+    import subprocess
+    import sys
+
+    dumped = subprocess.run([sys.executable, "-c", _MAIN_SCRIPT], capture_output=True, timeout=120)
+    assert dumped.returncode == 0, dumped.stderr.decode()
+    loaded = subprocess.run([sys.executable, "-c", _LOAD_SCRIPT], input=dumped.stdout,
+                            capture_output=True, timeout=120)
+    assert loaded.returncode == 0, loaded.stderr.decode()
+    assert loaded.stdout.decode().split() == ["checked", ".w", "(2,)"]

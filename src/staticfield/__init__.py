@@ -28,6 +28,7 @@ from ._spec import static_fields as static_fields
 from ._stack import stack as stack
 from ._struct import Struct as Struct
 from ._stack import unstack as unstack
+from ._watch import watch as watch
 
 __version__ = "0.1.0"
 
@@ -55,4 +56,5 @@ __all__ = [
     "static_fields",
     "to_state_dict",
     "unstack",
+    "watch",
 ]

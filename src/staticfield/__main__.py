@@ -36,6 +36,11 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_USAGE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    commands.add_parser(
+        "watch",
+        help="run a script and report every jit compile: counts, seconds, and why",
+        add_help=False,
+    )
     demo.add_argument(
         "names",
         nargs="*",
@@ -64,6 +69,11 @@ def demo(names: Sequence[str] = ()) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["watch"]:
+        from ._watch_cli import main as watch_main
+
+        return watch_main(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:

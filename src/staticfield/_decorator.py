@@ -16,7 +16,7 @@ from . import _display, _errors, _instance, _state
 from ._codegen import generate
 from ._field import CONVERTER, SHARDING, STATIC, annotation_is_static, field, is_static, static
 from ._freeze import freeze
-from ._spec import SPEC_ATTR, Spec, register
+from ._spec import SPEC_ATTR, Spec, is_skeleton, register
 from ._state import FLAT_ATTR, KEY_ATTR
 
 C = TypeVar("C", bound=type)
@@ -193,6 +193,7 @@ def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_arg
             raise TypeError(f"{cls.__qualname__}: the field name {reserved!r} is reserved by staticfield.")
     if "__slots__" in cls.__dict__:
         raise TypeError(_errors.SLOTS.format(cls=cls.__qualname__))
+    provisional = is_skeleton(cls)
     if _was_stdlib_dataclass(cls):
         _restore_stdlib_fields(cls)
     user_init = _user_init(cls)
@@ -215,6 +216,7 @@ def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_arg
     all_fields = cls.__dict__["__dataclass_fields__"]
     initvars = [f for f in all_fields.values() if f._field_type is dataclasses._FIELD_INITVAR]  # type: ignore[attr-defined]
     spec = Spec(cls, check=check)
+    spec.provisional = provisional
     make_init = init and user_init is None
     generated = generate(spec, initvars, make_init)
     setattr(cls, SPEC_ATTR, spec)

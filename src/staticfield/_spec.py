@@ -22,7 +22,19 @@ SPEC_ATTR = "__staticfield_spec__"
 
 
 class Spec:
-    """What staticfield knows about one decorated class."""
+    """What staticfield knows about one decorated class.
+
+    A spec unpickled as part of its class (cloudpickle, by value) registers the class with
+    JAX in the new process, or takes over from the spec of the empty class cloudpickle
+    built first.
+    """
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self.cls in _REGISTERED:
+            SPECS[self.cls] = self
+        else:  # the class dict may still be filling in: register with this spec itself
+            _register(self)
 
     def __init__(self, cls: type, check: bool) -> None:
         self.cls = cls
@@ -45,6 +57,7 @@ class Spec:
         self.flat: Any = None  # computes and caches (children, key) on an instance
         self.make_key: Any = None  # builds (or reuses) an instance's StaticKey
         self.constant_key = None if self.static_names else StaticKey(cls, (), ())
+        self.provisional = False  # set by the decorator for an empty class body
 
 
 _REGISTERED: weakref.WeakSet[type] = weakref.WeakSet()
@@ -62,15 +75,40 @@ def register(spec: Spec, generated: dict[str, Any]) -> None:
     ensure_registered(spec.cls)
 
 
+# A class body with nothing but these is what cloudpickle builds before it sets the real
+# class dict (and, for an ``sf.Struct`` subclass, ``__init_subclass__`` decorates it then).
+_SKELETON = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__"})
+
+
+def is_skeleton(cls: type) -> bool:
+    """An empty class body: its real spec may still arrive (see ``ensure_registered``)."""
+    return set(cls.__dict__) <= _SKELETON
+
+
 def ensure_registered(cls: type) -> None:
     """Register a class once; also for a class rebuilt by value (cloudpickle in a new process)."""
-    if cls in _REGISTERED:
-        return
     spec: Spec = cls.__dict__[SPEC_ATTR]
     SPECS[cls] = spec
-    jax.tree_util.register_pytree_with_keys(
-        cls, spec.flatten_with_keys, spec.unflatten, flatten_func=spec.flatten
-    )
+    if cls not in _REGISTERED:
+        _register(spec)
+
+
+def _register(spec: Spec) -> None:
+    """JAX keeps the functions it is given, so a class that may still receive its real spec
+    (an empty class body, as cloudpickle first builds one) is registered through functions
+    that look its spec up on each call; every other class gets its own functions directly."""
+    cls = spec.cls
+    SPECS[cls] = spec
+    flatten_with_keys, unflatten = spec.flatten_with_keys, spec.unflatten
+    if spec.provisional:
+
+        def flatten_with_keys(o: Any) -> Any:
+            return cls.__dict__[SPEC_ATTR].flatten_with_keys(o)
+
+        def unflatten(key: Any, children: Any) -> Any:
+            return cls.__dict__[SPEC_ATTR].unflatten(key, children)
+
+    jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten, flatten_func=spec.flatten)
     _REGISTERED.add(cls)
 
 

@@ -1,0 +1,285 @@
+"""``sf.watch``: every compile of a JAX program, per jitted function, explained in user paths.
+
+A ``watch`` keeps a ``WatchedFunction`` per function (by code location) and a
+``Compile`` per trace. ``_watch_hooks`` feeds it from JAX, on cache misses only:
+``_traced`` describes the arguments of each new trace (``_watch_diff``) and diffs
+them with the closest earlier compile; ``_duration`` adds trace, lowering and
+compile seconds to the compile in progress; ``_calling``/``_relowered`` explain a
+compile that needed no new trace (a new sharding). Where JAX lacks the trace hook,
+the watcher says so once and keeps counts and times only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+import threading
+import weakref
+from typing import Any, Callable
+
+import jax
+
+from . import _watch_diff
+from ._explain import Change
+from ._watch_hooks import activate, deactivate
+from ._watch_report import render, to_dict
+from ._watch_site import call_site, identify, is_staticfield_wrapper, unwrap_library
+
+TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
+LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
+COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+_FIELD = {TRACE_EVENT: "trace_s", LOWER_EVENT: "lower_s", COMPILE_EVENT: "compile_s"}
+
+NO_HOOK = (
+    "staticfield watch: this JAX ({version}) has no jax._src.pjit._trace_for_jit to hook, "
+    "so recompiles are counted and timed but not explained"
+)
+STATICFIELD_NOTE = (
+    "recompiled for a static value that sf.jit/sf.jit_method keep out of JAX's view; "
+    "their own recompile explanations name the field (see Explaining recompiles)"
+)
+FAILED = (
+    "staticfield watch: the watcher failed inside {where} ({error}); the program went on "
+    "unharmed, but this report may be incomplete"
+)
+
+
+@dataclasses.dataclass
+class Compile:
+    """One trace (and usually one compile) of a function: where it was called and why."""
+
+    number: int
+    call_site: str
+    changes: list[Change]
+    trace_s: float = 0.0
+    lower_s: float = 0.0
+    compile_s: float = 0.0
+
+
+@dataclasses.dataclass
+class WatchedFunction:
+    """A jitted function, identified by its code location, and its compiles."""
+
+    name: str
+    location: str
+    compiles: list[Compile] = dataclasses.field(default_factory=list)
+    eager: bool = False  # an op-by-op primitive (jnp.ones(3) outside jit)
+    note: str = ""  # why a recompile may show no changed argument
+    failed_traces: int = 0  # traces that raised (nothing compiled)
+    _descriptions: list = dataclasses.field(default_factory=list, repr=False)
+    _functions: Any = dataclasses.field(default_factory=weakref.WeakSet, repr=False)
+    _placements: list = dataclasses.field(default_factory=list, repr=False)  # per compile
+
+    @property
+    def count(self) -> int:
+        return len(self.compiles)
+
+    def seconds(self, field: str) -> float:
+        return sum(getattr(c, field) for c in self.compiles)
+
+
+class watch:
+    """Record every compile in a block: ``with sf.watch() as w: ...``, then ``w.report()``.
+
+    ``w.functions`` lists a ``WatchedFunction`` per jitted function (by code location)
+    with its ``compiles``, each with ``call_site``, ``changes`` (``Change`` objects:
+    path, kind, old, new, hint) and trace/lower/compile seconds. ``w.as_dict()`` is the
+    same as JSON-ready data. The watcher never raises into the watched program.
+    """
+
+    def __init__(self) -> None:
+        self._by_key: dict[Any, WatchedFunction] = {}
+        self._other: dict[str, WatchedFunction] = {}
+        self._by_source: dict[str, WatchedFunction] = {}  # JAX's "f at file:line"
+        self.notices: list[str] = []
+        self.explained = True
+        self._local = threading.local()
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> "watch":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        if not activate(self):
+            self.explained = False
+            self._notice(NO_HOOK.format(version=jax.__version__))
+
+    def stop(self) -> None:
+        deactivate(self)
+
+    @property
+    def functions(self) -> list[WatchedFunction]:
+        return [*self._by_key.values(), *self._other.values()]
+
+    def report(self) -> str:
+        """The report as text: per function, compiles, seconds, and why each recompile."""
+        return render(self.functions, self.notices)
+
+    def as_dict(self) -> dict:
+        """The report as JSON-ready data."""
+        return to_dict(self.functions, self.notices, self.explained)
+
+    def over_budget(self, max_compiles: int) -> list[WatchedFunction]:
+        return [f for f in self.functions if not f.eager and f.count > max_compiles]
+
+    # -- called by the hooks; each catches its own failures -------------------------
+
+    def _notice(self, text: str) -> None:
+        if text not in self.notices:
+            self.notices.append(text)
+
+    def _failed(self, where: str, error: BaseException) -> None:
+        self._notice(FAILED.format(where=where, error=f"{type(error).__name__}: {error}"))
+
+    def _traced(self, fun: Callable, ji: Any, dbg: Any, args: tuple, kwargs: dict) -> None:
+        try:
+            self._record(fun, ji, dbg, args, kwargs)
+        except Exception as e:
+            self._local.current = None
+            self._failed("its trace hook", e)
+
+    def _record(self, fun: Callable, ji: Any, dbg: Any, args: tuple, kwargs: dict) -> None:
+        user_fun, args, kwargs, static_leaf = unwrap_library(fun, args, kwargs)
+        key, name, location, eager = identify(user_fun, dbg)
+        with self._lock:
+            entry = self._by_key.get(key)
+            if entry is None:
+                entry = self._by_key[key] = WatchedFunction(name, location, eager=eager)
+        changes: list[Change] = []
+        description: dict = {}
+        if not eager:
+            description = _watch_diff.describe(
+                user_fun, args, kwargs, tuple(getattr(ji, "static_argnums", ()) or ()),
+                tuple(getattr(ji, "static_argnames", ()) or ()), static_leaf,
+            )
+            if is_staticfield_wrapper(fun):
+                entry.note = STATICFIELD_NOTE
+            if entry.compiles:
+                changes = _watch_diff.closest(entry._descriptions, description)[1]
+                if not entry.note and not _seen(entry, fun):
+                    changes.insert(0, _new_function(fun))
+            _remember(entry, fun)
+        record = Compile(len(entry.compiles) + 1, call_site(), changes)
+        entry.compiles.append(record)
+        entry._descriptions.append(description)
+        entry._placements.append(None)
+        if not eager:
+            self._by_source[str(getattr(dbg, "func_src_info", ""))] = entry
+        self._local.current = (record, _squash(getattr(fun, "__name__", "")), entry)
+
+    def _trace_raised(self) -> None:
+        """The user's function raised while tracing: nothing compiled, so forget the trace."""
+        current, self._local.current = getattr(self._local, "current", None), None
+        if current is None:
+            return
+        record, _, entry = current
+        if entry.compiles and entry.compiles[-1] is record:
+            entry.compiles.pop()
+            entry._descriptions.pop()
+            entry._placements.pop()
+            entry.failed_traces += 1
+
+    def _calling(self, args: tuple, params: dict) -> None:
+        """JAX runs a traced function afresh (its C++ cache missed): note the placements."""
+        try:
+            dbg = params["jaxpr"].jaxpr.debug_info
+            current = getattr(self._local, "current", None)
+            if current is None:
+                self._local.pending = (args, dbg)  # used only if a lowering follows
+            elif current[2]._placements and current[2]._placements[-1] is None:
+                current[2]._placements[-1] = _placements(args, dbg)
+        except Exception as e:
+            self._failed("its call hook", e)
+
+    def _relowered(self) -> tuple | None:
+        """A compile with no new trace (same types, another sharding): explain by placements."""
+        pending, self._local.pending = getattr(self._local, "pending", None), None
+        if pending is None:
+            return None
+        args, dbg = pending
+        entry = self._by_source.get(str(dbg.func_src_info))
+        if entry is None:
+            return None
+        placements = _placements(args, dbg)
+        window = entry._placements[-_watch_diff.CLOSEST_WINDOW :]
+        earlier = [p for p in window if p is not None]
+        changes = min(
+            (_watch_diff.placement_changes(p, placements) for p in earlier), key=len, default=[]
+        )
+        record = Compile(len(entry.compiles) + 1, call_site(), changes)
+        entry.compiles.append(record)
+        entry._placements.append(placements)
+        return (record, _squash(dbg.func_name), entry)
+
+    def _duration(self, event: str, seconds: float, fun_name: str) -> None:
+        try:
+            field = _FIELD.get(event)
+            if field is None:
+                return
+            current = getattr(self._local, "current", None)
+            if current is None and event == LOWER_EVENT:
+                current = self._local.current = self._relowered()
+            if current is not None and current[1] in _squash(fun_name):
+                record = current[0]
+                if event == COMPILE_EVENT:
+                    self._local.current = None
+            else:
+                record = self._unexplained(fun_name, field)
+            setattr(record, field, getattr(record, field) + seconds)
+        except Exception as e:
+            self._failed("its jax.monitoring listener", e)
+
+    def _unexplained(self, fun_name: str, field: str) -> Compile:
+        """A compile the trace hook did not see (a transformed jit, or no hook): by name."""
+        while (inner := re.fullmatch(r"p?jit\((.*)\)", fun_name)) is not None:
+            fun_name = inner.group(1)  # lowering and compile events say jit(f), tracing f
+        entry = self._other.get(fun_name)
+        if entry is None:
+            entry = self._other[fun_name] = WatchedFunction(fun_name, "")
+        last = entry.compiles[-1] if entry.compiles else None
+        if last is None or field == "trace_s" or getattr(last, field):
+            last = Compile(entry.count + 1, call_site(), [])
+            entry.compiles.append(last)
+        return last
+
+
+# -- what changed besides the arguments ------------------------------------------------
+
+
+def _seen(entry: WatchedFunction, fun: Callable) -> bool:
+    try:
+        return fun in entry._functions
+    except TypeError:
+        return True  # cannot be weakly referenced: cannot tell, so do not blame it
+
+
+def _remember(entry: WatchedFunction, fun: Callable) -> None:
+    try:
+        entry._functions.add(fun)
+    except TypeError:
+        pass
+
+
+def _new_function(fun: Callable) -> Change:
+    name = getattr(fun, "__qualname__", type(fun).__name__)
+    return Change(
+        "(the function)", "new function", "an earlier function object",
+        f"a new {name} object, same code", _watch_diff.HINTS["new function"],
+    )
+
+
+def _placements(args: tuple, dbg: Any) -> tuple:
+    """(argument path, placement) per flat argument; JAX puts closed-over constants first."""
+    names = tuple(dbg.arg_names or ())
+    flat = args[len(args) - len(names):] if names else args
+    return tuple(zip(names or [f"args[{i}]" for i in range(len(flat))], map(_watch_diff.placement, flat)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _squash(name: str) -> str:
+    return re.sub(r"[^0-9A-Za-z]", "", name)

@@ -1,0 +1,129 @@
+"""The hooks that feed ``sf.watch``, installed once for all running watchers.
+
+* ``jax.monitoring`` duration listener (public API): trace, lowering and
+  backend-compile seconds, recorded by JAX on a miss only.
+* ``jax._src.pjit._trace_for_jit``: called only after JAX's caches missed, with
+  the user's function, its jit options and the call's arguments.
+* ``jax._src.pjit._pjit_call_impl_python``: called only on a C++ cache miss; it
+  sees the flat arguments of a function compiled again without a new trace (a
+  new sharding).
+
+Each is looked up and wrapped under guards, and restored when the last watcher
+stops. Every call into a watcher goes through ``_guarded``: whatever fails
+there becomes a notice in that watcher's report, never an exception in JAX.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import jax
+
+_ACTIVE: list[Any] = []  # the running watchers
+_ORIGINAL: dict[str, Any] = {}
+
+
+def activate(w: Any) -> bool:
+    """Start feeding ``w``; whether the trace hook (and so explanations) is in place."""
+    if w not in _ACTIVE:
+        if not _ACTIVE:
+            jax.monitoring.register_event_duration_secs_listener(_on_duration)
+            _install_trace_hook()
+        _ACTIVE.append(w)
+    return "trace" in _ORIGINAL
+
+
+def deactivate(w: Any) -> None:
+    """Stop feeding ``w``; the last one out removes the hooks."""
+    if w not in _ACTIVE:
+        return
+    _ACTIVE.remove(w)
+    if not _ACTIVE:
+        try:
+            jax.monitoring.unregister_event_duration_listener(_on_duration)
+        except Exception:  # an older JAX without unregister: the listener stays, idle
+            pass
+        _remove_trace_hook()
+
+
+def _guarded(w: Any, where: str, method: Callable, *args: Any) -> None:
+    """Call into a watcher from JAX's code; whatever fails there stays there."""
+    try:
+        method(*args)
+    except Exception as e:
+        try:
+            w._failed(where, e)
+        except Exception:
+            pass
+
+
+def _on_duration(event: str, duration_secs: float, **kwargs: str | int) -> None:
+    for w in list(_ACTIVE):
+        _guarded(w, "its jax.monitoring listener", w._duration, event, duration_secs,
+                 str(kwargs.get("fun_name", "")))
+
+
+def _install_trace_hook() -> None:
+    try:
+        from jax._src import core, pjit
+    except Exception:
+        return
+    original = getattr(pjit, "_trace_for_jit", None)
+    clean = getattr(core, "trace_state_clean", None)
+    if original is None or clean is None:
+        return
+    _install_call_hook(pjit, clean)
+    try:  # the hooks' frames drop out of user tracebacks, as JAX's own do
+        from jax._src import traceback_util
+
+        traceback_util.register_exclusion(__file__)
+    except Exception:
+        pass
+
+    @functools.wraps(original)
+    def _trace_for_jit(*args: Any, **kwargs: Any) -> Any:
+        if _ACTIVE and len(args) == 7 and clean():
+            fun, ji, _, dbg, _, call_args, call_kwargs = args
+            for w in list(_ACTIVE):
+                _guarded(w, "its trace hook", w._traced, fun, ji, dbg, call_args, call_kwargs)
+        try:
+            return original(*args, **kwargs)
+        except BaseException:
+            for w in list(_ACTIVE):
+                _guarded(w, "its trace hook", w._trace_raised)
+            raise
+
+    _ORIGINAL["trace"] = (pjit, original)
+    pjit._trace_for_jit = _trace_for_jit
+
+
+def _install_call_hook(pjit: Any, clean: Callable[[], bool]) -> None:
+    """Wrap _pjit_call_impl_python, which JAX reaches on a C++ cache miss only."""
+    original = getattr(pjit, "_pjit_call_impl_python", None)
+    if original is None:
+        return
+
+    @functools.wraps(original)
+    def _pjit_call_impl_python(*args: Any, **params: Any) -> Any:
+        watchers = list(_ACTIVE)
+        if watchers and clean():
+            for w in watchers:
+                _guarded(w, "its call hook", w._calling, args, params)
+        try:
+            return original(*args, **params)
+        finally:
+            for w in watchers:
+                _guarded(w, "its call hook", setattr, w._local, "pending", None)
+
+    _ORIGINAL["call"] = (pjit, original)
+    pjit._pjit_call_impl_python = _pjit_call_impl_python
+
+
+def _remove_trace_hook() -> None:
+    if "trace" in _ORIGINAL:
+        module, original = _ORIGINAL.pop("trace")
+        module._trace_for_jit = original
+    if "call" in _ORIGINAL:
+        module, original = _ORIGINAL.pop("call")
+        module._pjit_call_impl_python = original

@@ -1,0 +1,127 @@
+"""Where a compile comes from, in the user's terms: which function, and the call's file:line.
+
+``identify`` names a traced function by its code location (so a lambda made per
+call is one function) and marks JAX's op-by-op helpers as eager; ``unwrap_library``
+looks through equinox's ``filter_jit`` wrapper to the user's function and arguments;
+``call_site`` finds the first frame outside JAX, the wrappers and this package.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from typing import Any, Callable
+
+import jax
+
+
+def unwrap_library(fun: Callable, args: tuple, kwargs: dict) -> tuple:
+    """The user's function and arguments behind equinox's filter_jit wrapper."""
+    if getattr(fun, "__module__", "") == "equinox._jit" and len(args) == 3:
+        from equinox._compile_utils import hashable_combine  # type: ignore[import-not-found]
+
+        dynamic = {**args[0], **args[1]}
+        static_fun, static_first, static_rest = args[2]
+        user = hashable_combine(dynamic["fun"], static_fun)
+        first = hashable_combine(dynamic["first"], static_first)
+        rest, kw = hashable_combine(dynamic["rest"], static_rest)
+        return user, (first, *rest), kw, _not_an_array
+    return fun, args, kwargs, None
+
+
+def _not_an_array(x: Any) -> bool:
+    import numpy as np
+
+    return not isinstance(x, (jax.Array, np.ndarray, np.generic))
+
+
+def identify(fun: Callable, dbg: Any) -> tuple[Any, str, str, bool]:
+    if getattr(fun, "_apply_primitive", False):
+        name = getattr(fun, "__name__", "primitive")
+        return ("eager", name), name, "", True
+    f = fun
+    while isinstance(f, functools.partial):
+        f = f.func
+    f = _user_function(getattr(f, "__func__", f))  # a bound method: its function
+    code = getattr(f, "__code__", None)
+    name = getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or type(f).__name__
+    if code is not None and code.co_filename.startswith(_JAX_DIR):
+        return ("eager", name), name, "", True  # jnp's own jitted helpers, called eagerly
+    if code is not None:
+        location = f"{relative(code.co_filename)}:{code.co_firstlineno}"
+        return (code.co_filename, code.co_firstlineno, name), name, location, False
+    src = str(getattr(dbg, "func_src_info", "") or "")
+    location = src.split(" at ", 1)[1] if " at " in src else ""
+    return ("src", src or name), name, location, False
+
+
+def is_staticfield_wrapper(fun: Callable) -> bool:
+    """Whether JAX was handed staticfield's own per-static-key inner function."""
+    code = getattr(fun, "__code__", None)
+    file = getattr(code, "co_filename", "")
+    return file.startswith(_PACKAGE_DIR) and not file.startswith(_EXAMPLES_DIR)
+
+
+def _user_function(f: Any) -> Any:
+    """The function the user wrote, behind ``__wrapped__`` or staticfield's inner function."""
+    for _ in range(8):
+        wrapped = getattr(f, "__wrapped__", None)
+        if callable(wrapped):
+            f = wrapped
+        elif is_staticfield_wrapper(f) and "fn" in f.__code__.co_freevars:
+            f = f.__closure__[f.__code__.co_freevars.index("fn")].cell_contents
+        else:
+            break
+    return f
+
+
+def relative(path: str) -> str:
+    """``path`` relative to the working directory when it lies below it."""
+    return _relative(path, os.getcwd())
+
+
+@functools.lru_cache(maxsize=1024)
+def _relative(path: str, cwd: str) -> str:
+    try:
+        rel = os.path.relpath(path, cwd)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+_LIBRARIES = ("jax", "jaxlib", "equinox", "flax", "runpy", "functools", "contextlib")
+
+
+def _library_dirs() -> tuple[str, ...]:
+    return _dirs_of(tuple(name in sys.modules for name in _LIBRARIES))
+
+
+@functools.lru_cache(maxsize=8)
+def _dirs_of(loaded: tuple[bool, ...]) -> tuple[str, ...]:
+    dirs = [os.path.dirname(os.path.abspath(__file__)) + os.sep]
+    for name in _LIBRARIES:
+        module = sys.modules.get(name)
+        file = getattr(module, "__file__", None)
+        if file:
+            base = os.path.dirname(file) if file.endswith("__init__.py") else file
+            dirs.append(base + (os.sep if file.endswith("__init__.py") else ""))
+    return tuple(dirs)
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_JAX_DIR = os.path.dirname(os.path.abspath(jax.__file__ or "")) + os.sep
+_EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples") + os.sep
+
+
+def call_site() -> str:
+    """file:line of the first frame outside JAX, the wrappers and this package."""
+    skip = _library_dirs()
+    frame = sys._getframe(1)
+    while frame is not None:
+        file = frame.f_code.co_filename
+        internal = file.startswith(skip) or file.startswith(("<frozen", "<staticfield"))
+        if file.startswith(_EXAMPLES_DIR) or not internal:
+            return f"{relative(file)}:{frame.f_lineno}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return ""
