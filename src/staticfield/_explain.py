@@ -148,7 +148,7 @@ def retrace_note() -> str:
     """Why identical arguments were traced again, when the stack shows it (else "")."""
     import sys
 
-    frame = sys._getframe(1)
+    frame: types.FrameType | None = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_filename.endswith("custom_derivatives.py") and "bwd" in frame.f_code.co_name:
             return NO_CHANGE_CUSTOM_VJP
@@ -169,7 +169,9 @@ def _passing_changes(old: tuple | None, new: tuple | None) -> list[Change]:
 def _entry_changes(path: str, old: tuple | None, new: tuple | None) -> list[Change]:
     if path == _PASSING:
         return _passing_changes(old, new)
-    if (old is None and new[0] == "static_arg") or (new is None and old[0] == "static_arg"):
+    if (old is None and new is not None and new[0] == "static_arg") or (
+        new is None and old is not None and old[0] == "static_arg"
+    ):
         return [Change(path, "static_arg", _entry_text(old, "(default)"), _entry_text(new, "(default)"))]
     if old is None or new is None or old[0] != new[0]:
         return [Change(path, "structure", _entry_text(old), _entry_text(new))]

@@ -25,6 +25,7 @@ import logging
 import os
 import sys
 import threading
+import types
 import warnings
 from typing import Any, Callable
 
@@ -72,7 +73,7 @@ def check_positive(owner: str, name: str, value: Any) -> None:
 
 def call_site() -> str:
     """The innermost frame outside staticfield and JAX, as ``path:line``."""
-    frame = sys._getframe(1)
+    frame: types.FrameType | None = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
         if not (filename.startswith(_PACKAGE_DIR) or _is_jax_file(filename) or filename.startswith("<staticfield")):

@@ -108,7 +108,7 @@ def split_in_shardings(in_shardings: Any, layout: dict[int, Any], static_pos: fr
     if not isinstance(in_shardings, (tuple, list)):
         return in_shardings
     given = list(in_shardings)
-    out = []
+    out: list[Any] = []
     for i in range(len(given) + len(static_pos)):
         if i in static_pos:
             out.append(None)
