@@ -54,7 +54,7 @@ def test_warn_compiles_sets_the_threshold_or_turns_it_off():
 
 def test_warn_compiles_must_be_positive():
     """warn_compiles=0 is refused, naming the function and the fix (None turns it off)."""
-    with pytest.raises(TypeError, match=r"step: warn_compiles must be a positive int or None, got 0"):
+    with pytest.raises(TypeError, match=r"step: warn_compiles must be a positive int or None, got 0\. Pass a count such as warn_compiles=10, or warn_compiles=None"):
 
         @sf.jit(warn_compiles=0)
         def step(x):

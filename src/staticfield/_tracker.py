@@ -68,7 +68,10 @@ def default_warn_compiles() -> int | None:
 
 def check_positive(owner: str, name: str, value: Any) -> None:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-        raise TypeError(f"{owner}: {name} must be a positive int or None, got {value!r}.")
+        raise TypeError(
+            f"{owner}: {name} must be a positive int or None, got {value!r}. Pass a count "
+            f"such as {name}=10, or {name}=None for no limit."
+        )
 
 
 def call_site() -> str:
