@@ -8,7 +8,7 @@ import os
 import shutil
 from typing import Any
 
-from . import dispatch, fields, nested, stacking, variants
+from . import dispatch, fields, misses, nested, stacking, variants
 from ._harness import Results, Row, fmt_us
 from ._plots import plots
 from ._targets import Target
@@ -141,6 +141,11 @@ def body(results: Results, targets: list[Target], machine: dict[str, Any],
                 f"({nested.LAYERS} layers, each an instance with two arrays and a static), then a "
                 "jitted method runs on the new model. µs per step.", ""]
         out += _table(results.select(nested.NESTED), best_name or nested.OURS)
+    if results.select(misses.MISSES):
+        out += ["", f"{h} 7. the miss path: trace + compile", "",
+                "First calls, each a cache miss that traces and compiles a program no earlier "
+                "call compiled; µs per miss, the fastest of the misses timed. All of staticfield's tracking runs here.", ""]
+        out += _table(results.select(misses.MISSES), misses.RAW_SHAPE)
     out += [f"- {n}" for n in results.notes] or ["- none"]
     for k, v in results.extra.items():
         if k not in ("variants_worst_index",):

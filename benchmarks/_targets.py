@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import dispatch, fields, nested, variants, watch
+from . import dispatch, fields, misses, nested, variants, watch
 from ._harness import Results
 
 
@@ -98,4 +98,9 @@ def evaluate(results: Results) -> list[Target]:
                                 (watch.MISS, "jax.jit compile inside sf.watch / without", 1.05)):
         on, off = g(group, "", watch.ON), g(group, "", watch.OFF)
         out.append(Target(label, bound, True, _ratio(on, off), _why((watch.ON, on), (watch.OFF, off))))
+
+    for ours_name, raw_name in ((misses.OURS_SHAPE, misses.RAW_SHAPE), (misses.OURS_STATIC, misses.RAW_STATIC)):
+        num, den = g(misses.MISSES, "", ours_name), g(misses.MISSES, "", raw_name)
+        out.append(Target(f"miss (trace + compile): {ours_name} / {raw_name}", 1.05, True,
+                          _ratio(num, den), _why((ours_name, num), (raw_name, den))))
     return out

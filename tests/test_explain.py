@@ -254,3 +254,106 @@ def test_static_argument_left_to_its_default():
     f(jnp.ones(1))
     f(jnp.ones(1), normalize=True)
     assert changes(f) == [("normalize", "static_arg", "(default)", "True")]
+
+
+def _two_classes_named_state():
+    """Two @sf.dataclass classes called EnvState, as if from two modules."""
+    made = []
+    for module in ("envs.cartpole", "envs.pendulum"):
+        @sf.dataclass
+        class EnvState:
+            x: jax.Array
+
+        EnvState.__module__, EnvState.__qualname__ = module, "EnvState"
+        made.append(EnvState)
+    return made
+
+
+def test_same_named_classes_are_qualified_by_module():
+    """A structure change between two classes of the same name names their modules."""
+    A, B = _two_classes_named_state()
+    f = sf.jit(lambda state: state.x + 1)
+    f(A(jnp.ones(2)))
+    f(B(jnp.ones(2)))
+    (change,) = f.recompiles[0].changes
+    assert (change.path, change.kind) == ("state", "structure")
+    assert (change.old, change.new) == ("envs.cartpole.EnvState", "envs.pendulum.EnvState")
+
+
+def test_shape_and_dtype_change_is_one_change():
+    """A leaf whose shape and dtype both changed is reported once."""
+    f = sf.jit(lambda x: x)
+    f(jnp.ones(2, jnp.float32))
+    f(jnp.ones(3, jnp.int32))
+    (change,) = f.recompiles[0].changes
+    assert (change.path, change.kind, change.old, change.new) == ("x", "shape", "f32[2]", "i32[3]")
+
+
+def test_equal_static_of_another_type_has_a_hint():
+    """np.int64(2) → 2 recompiles (type-strict on purpose) and the hint says how to convert."""
+    f = sf.jit(lambda x, n: x * n, static_argnames="n")
+    f(1.0, n=np.int64(2))
+    f(1.0, n=2)
+    (change,) = f.recompiles[0].changes
+    assert (change.path, change.kind, change.new) == ("n", "static_arg", "2")
+    assert "numpy.int64 → int" in change.hint and "int(n)" in change.hint
+
+
+def test_weak_type_change_has_a_hint():
+    """A weak_type recompile (a Python scalar, then a strong array) says what weak typing is."""
+    f = sf.jit(lambda x: x * 2)
+    f(jnp.full(2, 0.5))
+    f(jnp.asarray(jnp.full(2, 0.5), jnp.float32))
+    (change,) = f.recompiles[0].changes
+    assert (change.kind, change.old, change.new) == ("weak_type", "weak f32[2]", "f32[2]")
+    assert "jnp.asarray(x, dtype)" in change.hint
+
+
+def test_static_passed_by_keyword_then_position_is_explained():
+    """A static argument passed by keyword after a positional call names that difference."""
+    f = sf.jit(lambda x, n: x * n, static_argnums=1)
+    f(1.0, 2)
+    f(1.0, n=2)
+    (change,) = f.recompiles[0].changes
+    assert (change.path, change.old, change.new) == ("n", "passed by position", "passed by keyword")
+    assert "same way" in change.hint
+
+
+def test_recompile_error_fix_fits_a_shape_change():
+    """RecompileError for a shape change suggests padding or bucketing, not keeping a value dynamic."""
+    f = sf.jit(lambda x: x, max_compiles=1)
+    f(jnp.ones(2))
+    with pytest.raises(sf.RecompileError, match="Pad or bucket") as info:
+        f(jnp.ones(3))
+    assert "Keep the changing value dynamic" not in str(info.value)
+
+
+def test_retrace_with_identical_arguments_names_the_usual_causes():
+    """A trace with no differing argument (a custom_vjp backward pass) lists the usual causes."""
+
+    @sf.dataclass
+    class M:
+        w: jax.Array
+
+        @sf.jit_method
+        def f(self, x):
+            return self.w * x
+
+    @jax.custom_vjp
+    def g(m, x):
+        return m.f(x)
+
+    def fwd(m, x):
+        return m.f(x), (m, x)
+
+    def bwd(res, ct):
+        m, x = res
+        return jax.tree.map(jnp.zeros_like, m), ct * m.f(x)
+
+    g.defvjp(fwd, bwd)
+    m = M(jnp.ones(2))
+    jax.grad(lambda x: g(m, x).sum())(jnp.ones(2))
+    jax.grad(lambda x: g(m, x).sum())(jnp.ones(2))
+    (event,) = M.f.recompiles
+    assert event.changes == []
+    assert "custom_vjp" in str(event) and "no argument differs" in str(event)

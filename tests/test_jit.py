@@ -178,16 +178,35 @@ def test_jit_method_as_scan_body_inside_jit():
     assert run.compile_count == 1
 
 
-def test_sf_jit_counts_per_wrapper():
-    """Each sf.jit call makes a new wrapper with its own counter."""
+def test_sf_jit_shares_its_cache_per_function_and_options():
+    """sf.jit of the same function and options shares programs and counters; other options do not."""
+    traces = []
+
     def f(x):
+        traces.append(x)
         return x + 1
 
     g1, g2 = sf.jit(f), sf.jit(f)
     g1(jnp.ones(2))
     g1(jnp.ones(3))
     g2(jnp.ones(2))
-    assert (g1.compile_count, g2.compile_count) == (2, 1)
+    assert g1 is g2 and g1.compile_count == 2 == len(traces)
+    g3 = sf.jit(f, max_compiles=5)
+    g3(jnp.ones(2))
+    assert (g1.compile_count, g3.compile_count) == (2, 1)
+
+
+def test_inline_sf_jit_in_a_loop_traces_once():
+    """for ...: sf.jit(f)(x) traces once, like jax.jit(f)(x)."""
+    traces = []
+
+    def f(x):
+        traces.append(x)
+        return x * 2
+
+    for i in range(5):
+        sf.jit(f)(jnp.full(2, float(i)))
+    assert len(traces) == 1 and sf.jit(f).compile_count == 1
 
 
 def test_static_argnames_and_argnums_like_jax_jit():
@@ -319,6 +338,7 @@ def test_threads_call_one_jit_method_concurrently():
     assert Params.apply.cache_size() == 2
 
 
+@pytest.mark.filterwarnings("ignore::staticfield.StaticFieldWarning")  # 100+ compiles on purpose
 def test_many_static_variants_are_all_cached():
     """Hundreds of static variants each compile once and are hits afterwards."""
     Params, traces = make_params_class()
@@ -451,3 +471,36 @@ def test_binding_inside_a_converting_custom_init_is_dropped():
 
     s = Scaled(jnp.ones(2))
     assert float(s.total(jnp.ones(2))) == 20.0
+
+
+def test_sf_jit_sharing_follows_the_function_not_a_copied_dict():
+    """A function made with functools.wraps from a jitted one gets its own sf.jit, not the original's."""
+    import functools
+
+    def f(x):
+        return x + 1
+
+    g = sf.jit(f)
+
+    @functools.wraps(f)
+    def other(x):
+        return x * 10
+
+    h = sf.jit(other)
+    assert h is not g
+    assert float(h(1.0)) == 10.0 and float(g(1.0)) == 2.0
+
+
+def test_sf_jit_of_a_callable_object_is_not_shared_into_its_state():
+    """sf.jit of a callable instance writes nothing into the instance."""
+    @sf.dataclass
+    class Affine:
+        a: float = sf.static(default=2.0)
+
+        def __call__(self, x):
+            return self.a * x
+
+    model = Affine()
+    f = sf.jit(model)
+    assert float(f(3.0)) == 6.0
+    assert set(vars(model)) <= {"a", "_staticfield_key", "_staticfield_flat"}

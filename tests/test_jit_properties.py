@@ -96,3 +96,25 @@ def test_shapes_cached_per_shape(shapes):
     for n in shapes:
         np.testing.assert_allclose(f(jnp.ones(n)), np.full(n, 2.0))
     assert f.compile_count == len(set(shapes)) == len(f_traces)
+
+
+@SETTINGS
+@given(statics=st.lists(st.integers(0, 5), min_size=1, max_size=12), budget=st.integers(1, 4))
+def test_budget_admits_exactly_max_compiles(statics, budget):
+    """With max_compiles=k set on the class attribute, the first k distinct statics compile,
+    later new ones raise, known ones keep running; counters and JAX's cache agree."""
+    Model, traces = fresh_class()
+    Model.__call__.max_compiles = budget
+    x = jnp.ones(2)
+    admitted: list[int] = []
+    for s in statics:
+        try:
+            Model(jnp.ones(2), jnp.zeros(2), depth=s)(x)
+            ran = True
+        except sf.RecompileError:
+            ran = False
+        assert ran == (s in admitted or len(admitted) < budget)
+        if ran and s not in admitted:
+            admitted.append(s)
+    assert Model.__call__.compile_count == len(admitted) == len(traces) == Model.__call__.cache_size()
+    assert len(Model.__call__.recompiles) == len(admitted) - 1

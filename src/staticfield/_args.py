@@ -10,6 +10,8 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable
 
+import jax
+
 
 def qualname(fn: Any) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
@@ -25,6 +27,20 @@ def signature_parts(fn: Callable) -> tuple[list[str], dict[str, inspect.Paramete
     var_pos = any(p.kind is kinds.VAR_POSITIONAL for p in params.values())
     var_kw = any(p.kind is kinds.VAR_KEYWORD for p in params.values())
     return positional, dict(params), var_pos, var_kw
+
+
+_JAX_JIT_KWARGS = frozenset(inspect.signature(jax.jit).parameters) - {"fun"}
+
+
+def check_jit_kwargs(fn: Callable, jit_kwargs: dict) -> None:
+    """Refuse a keyword ``jax.jit`` does not take, when decorating (not at the first call)."""
+    for name in jit_kwargs:
+        if name not in _JAX_JIT_KWARGS:
+            raise TypeError(
+                f"{qualname(fn)}: unknown jax.jit keyword {name!r}. sf.jit and @sf.jit_method "
+                f"take jax.jit's keywords ({', '.join(sorted(_JAX_JIT_KWARGS))}) and max_compiles, "
+                "warn_compiles. Fix the spelling or drop it."
+            )
 
 
 def _as_tuple(value: Any, kind: type) -> tuple:

@@ -16,9 +16,10 @@ from typing import Any
 import jax
 
 from ._args import qualname
-from ._jit import JitFunction
+from ._engine import JitFunction
 from ._spec import SPECS
-from ._state import cache_binding
+from ._state import cache_binding, flat
+from ._tracker import TRACKER_SETTINGS, check_positive
 
 
 class JitMethod:
@@ -33,41 +34,119 @@ class JitMethod:
         self._jit = engine
         self._name: str | None = None
         # Without static arguments the variant depends on the instance alone: bind to it.
-        self._variants = engine._variants if engine._fast else None
-        self.__doc__ = engine.fn.__doc__
-        self.__wrapped__ = engine.fn
+        self._variants = engine.variants if engine.fast else None
+        fn = engine.fn
+        # The user's function, as doctest, Sphinx and IDEs should see it.
+        self.__name__ = getattr(fn, "__name__", "method")
+        self.__qualname__ = qualname(fn)
+        self.__module__ = getattr(fn, "__module__", None)  # type: ignore[assignment]
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+        self._bound_cls = _bound_class(fn)
 
-    def __set_name__(self, owner: type, name: str) -> None:
+    def __reduce__(self) -> Any:
+        # pickle/cloudpickle of a class holding this (e.g. defined in __main__): the
+        # function and options; programs, locks and counters are not pickled.
+        return self._jit.reduce(self)
+
+    def __set_name__(self, owner: type | None, name: str) -> None:
         self._name = name
+        self._owner = owner
+        self._jit.attr_name = name
 
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
         if obj is None:
-            return self
+            defining = self.__dict__.get("_owner")
+            if owner is None or defining is None or owner is defining:
+                return self
+            return self._view(owner)
         variants = self._variants
         if variants is None:
-            return _make(self._jit, None, self._jit._call, obj)
+            return _make(self._bound_cls, self._jit, None, self._jit.call, obj)
         try:
             children, key = obj._staticfield_flat
-            jitted = variants[key]
+            jitted, _ = variants[key]
         except (KeyError, AttributeError):
-            jitted, children, key = self._jit.variant_of(obj)
-        bound = BoundMethod(jitted, children)
-        bound.engine = self._jit
-        bound.key = key
+            jitted, children = self._jit.method_miss(obj)
+            key = flat(obj)[1]
+        bound = _make(self._bound_cls, self._jit, key, jitted, children)
         if self._name is not None:  # immutable instance: bind once
             cache_binding(obj, self._name, self, bound)
         return bound
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
+        if name.startswith("__") or name in ("_jit", "_owner", "_views"):
             raise AttributeError(name)
         return getattr(self._jit, name)
 
+    def _view(self, cls: type) -> ClassView:
+        views = self.__dict__.setdefault("_views", {})
+        view = views.get(cls)
+        if view is None:
+            view = views[cls] = ClassView(self, cls)
+        return view
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in TRACKER_SETTINGS:  # the budget and warning threshold live in the tracker
+            check_positive(self.__qualname__, name, value)
+            setattr(self._jit.tracker, name, value)
+        else:
+            object.__setattr__(self, name, value)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._jit._call(*args, **kwargs)
+        return self._jit.call(*args, **kwargs)
 
     def __repr__(self) -> str:
         return repr(self._jit)
+
+
+class ClassView:
+    """``Sub.method`` for a jit_method inherited from a base: the same method, with the
+    counters of ``Sub``'s instances only (the base's attribute keeps the total)."""
+
+    def __init__(self, method: JitMethod, cls: type) -> None:
+        self._method, self._cls = method, cls
+        self.__name__, self.__qualname__ = method.__name__, f"{cls.__qualname__}.{method.__name__}"
+        self.__module__, self.__doc__, self.__wrapped__ = method.__module__, method.__doc__, method.__wrapped__
+
+    @property
+    def compile_count(self) -> int:
+        counts = self._method._jit.tracker.by_class.get(self._cls)
+        return counts.compile_count if counts is not None else 0
+
+    @property
+    def recompiles(self) -> list:
+        counts = self._method._jit.tracker.by_class.get(self._cls)
+        return list(counts.recompiles) if counts is not None else []
+
+    def cache_size(self) -> int:
+        """JAX's count of compiled executables of this class's variants."""
+        return sum(
+            jitted._cache_size() for vkey, (jitted, _) in list(self._method._jit.variants.items())
+            if _key_class(vkey) is self._cls
+        )
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._method(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("_method", "_cls"):
+            raise AttributeError(name)
+        return getattr(self._method, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in TRACKER_SETTINGS:
+            setattr(self._method, name, value)
+        else:
+            object.__setattr__(self, name, value)
+
+    def __repr__(self) -> str:
+        return f"<sf.jit_method {self.__qualname__}: {self.compile_count} compile(s)>"
+
+
+def _key_class(vkey: Any) -> type | None:
+    key = vkey[0] if isinstance(vkey, tuple) and vkey else vkey
+    return getattr(key, "cls", None)
 
 
 class BoundMethod(functools.partial):
@@ -84,9 +163,34 @@ class BoundMethod(functools.partial):
     key: Any
 
     def __getattr__(self, name: str) -> Any:
+        # Only reached for names not found normally, so this costs nothing on a call.
+        if name in ("engine", "key"):  # an unset slot: never recurse through __getattr__
+            raise AttributeError(name)
+        if name == "__wrapped__":
+            return self.engine.fn
+        if name in ("__name__", "__qualname__"):
+            return getattr(self.engine.fn, name)
+        if name == "__signature__":
+            return self.engine.bound_signature()
         if name.startswith("__"):
             raise AttributeError(name)
         return getattr(self.engine, name)
+
+    @property
+    def __doc__(self) -> str | None:  # type: ignore[override]
+        return self.engine.fn.__doc__
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BoundMethod):
+            return NotImplemented
+        return self.engine is other.engine and bool(self.__self__ == other.__self__)  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((BoundMethod, id(self.engine), self.__self__))
+
+    def __reduce__(self) -> tuple:
+        # copy, deepcopy and pickle: the method, looked up again on (a copy of) the instance.
+        return getattr, (self.__self__, self.engine.attr_name)
 
     @property
     def __self__(self) -> Any:
@@ -99,19 +203,37 @@ class BoundMethod(functools.partial):
         """``jax.jit(...).lower`` for ``obj.method(*args, **kwargs)``."""
         return self.engine.lower(self.__self__, *args, **kwargs)
 
+    def trace(self, *args: Any, **kwargs: Any) -> Any:
+        """``jax.jit(...).trace`` for ``obj.method(*args, **kwargs)``."""
+        return self.engine.trace(self.__self__, *args, **kwargs)
+
+    def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
+        """``jax.jit(...).eval_shape`` for ``obj.method(*args, **kwargs)``."""
+        return self.engine.eval_shape(self.__self__, *args, **kwargs)
+
     def __repr__(self) -> str:
         return f"<bound sf.jit_method {qualname(self.engine.fn)} of {self.__self__!r}>"
 
 
-def _make(engine: JitFunction, key: Any, func: Any, arg: Any) -> BoundMethod:
-    bound = BoundMethod(func, arg)
+def _bound_class(fn: Any) -> type:
+    """A ``BoundMethod`` subclass per method, whose ``__module__`` is the user's: so
+    ``obj.method.__module__`` costs nothing per binding. Registered with JAX like its base."""
+    namespace = {"__slots__": (), "__module__": getattr(fn, "__module__", None), "__doc__": fn.__doc__}
+    cls = type("BoundMethod", (BoundMethod,), namespace)
+    cls.__qualname__ = f"BoundMethod[{qualname(fn)}]"
+    jax.tree_util.register_pytree_with_keys(cls, _flatten_with_keys, _unflatten, flatten_func=_flatten)
+    return cls
+
+
+def _make(cls: type, engine: JitFunction, key: Any, func: Any, arg: Any) -> BoundMethod:
+    bound = cls(func, arg)
     bound.engine = engine
     bound.key = key
     return bound
 
 
 def _flatten(b: BoundMethod) -> tuple[Any, tuple]:
-    aux = (b.engine, b.key)
+    aux = (b.__class__, b.engine, b.key)
     return (b.args[0] if b.key is not None else (b.args[0],)), aux
 
 
@@ -124,10 +246,14 @@ def _flatten_with_keys(b: BoundMethod) -> tuple[Any, tuple]:
 
 
 def _unflatten(aux: tuple, children: Any) -> BoundMethod:
-    engine, key = aux
+    cls, engine, key = aux
     if key is None:
-        return _make(engine, None, engine._call, children[0])
-    return _make(engine, key, engine._variants[key], tuple(children))
+        return _make(cls, engine, None, engine.call, children[0])
+    children = tuple(children)
+    entry = engine.variants.get(key)
+    if entry is None:  # e.g. after the variants were rebuilt: make it again from the instance
+        return _make(cls, engine, key, engine.method_miss(SPECS[key.cls].unflatten(key, children))[0], children)
+    return _make(cls, engine, key, entry[0], children)
 
 
 jax.tree_util.register_pytree_with_keys(

@@ -128,6 +128,29 @@ TRACED_EQ = (
 )
 
 
+_BUDGET_FIX = {
+    "shape": "Pad or bucket the changing shape to a few sizes, reuse an earlier shape, or raise max_compiles.",
+    "dtype": "Cast the argument to one dtype before the call, or raise max_compiles.",
+    "weak_type": (
+        "Pass arrays of one weak type: a Python scalar and jnp.full(..., 0.5) are weakly typed, "
+        "jnp.asarray(x, dtype) is not. Or raise max_compiles."
+    ),
+}
+_BUDGET_FIX_DEFAULT = (
+    "Keep the changing value dynamic (a traced field or argument), reuse an earlier "
+    "value, or raise max_compiles."
+)
+
+
+def recompile_budget_message(function: str, number: int, budget: int, event: object) -> str:
+    """``RecompileError``'s text: the budget, the explanation, and the fix for its kind."""
+    changes = getattr(event, "changes", None) or []
+    kinds = {c.kind for c in changes}
+    fix = _BUDGET_FIX.get(kinds.pop(), _BUDGET_FIX_DEFAULT) if len(kinds) == 1 else _BUDGET_FIX_DEFAULT
+    reasons = event.reasons() if event is not None else ""  # type: ignore[attr-defined]
+    return f"{function} would compile {number} times, over its budget max_compiles={budget}{reasons}\n{fix}"
+
+
 def frozen_error(cls: type, name: str, deleting: bool = False) -> dataclasses.FrozenInstanceError:
     template = FROZEN_DELETE if deleting else FROZEN_ASSIGN
     return dataclasses.FrozenInstanceError(template.format(cls=cls.__qualname__, field=name))

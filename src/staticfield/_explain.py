@@ -1,9 +1,8 @@
-"""Diffing what a function was traced with into ``Change``/``Recompile`` events.
+"""Diffing two descriptions of a trace (see ``_describe``) into ``Change``/``Recompile`` events.
 
-On every trace (never on a cache hit) the arguments are described as a flat map
-from a path in the user's words (``self.a``, ``params.x_array``, ``state[0]``) to
-what the cache key depends on there; a recompile is explained by the differences
-from the closest earlier description.
+A recompile is explained by the differences from the closest earlier description,
+with a hint where the change reads as nothing (a new function object with the same
+code, an equal static of another type, a weak type, a keyword passed by position).
 """
 
 from __future__ import annotations
@@ -12,13 +11,32 @@ import dataclasses
 import types
 from typing import Any
 
-import jax
-
-from ._freeze import keyable
+from ._describe import PASSING as _PASSING
 from ._display import short_dtype
-from ._spec import SPEC_ATTR, Spec
+from ._freeze import keyable
 
 KINDS = ("static", "shape", "dtype", "weak_type", "structure", "sharding", "static_arg")
+
+_NO_CHANGE = (
+    "a global setting such as jax_enable_x64 may have changed, or JAX's caches were "
+    "cleared: jax.clear_caches() or .clear_cache()"
+)
+NO_CHANGE_CUSTOM_VJP = (
+    "the call is in the backward pass of a custom_vjp, which JAX traces on its own, so "
+    "the same arguments are traced again once; results are not affected"
+)
+_HINT_WEAK = (
+    "a Python scalar and arrays made from one (jnp.full(n, 0.5)) are weakly typed, a "
+    "jnp.asarray(x, dtype) is not; pass one kind each time"
+)
+_HINT_PASSING = (
+    "jax.jit keys a call by which arguments are passed by keyword: pass `{name}` the "
+    "same way every time"
+)
+_HINT_TYPE = (
+    "equal values of different types ({old} → {new}) are different static keys, on "
+    "purpose (they can trace differently); convert before the call, e.g. {conv}({name})"
+)
 
 _HINT_FUNCTION = (
     "a new function object with the same code (a lambda or closure made on each call) "
@@ -51,11 +69,14 @@ class Change:
 
 @dataclasses.dataclass(frozen=True)
 class Recompile:
-    """A trace after the first: which function, and what changed (``changes``)."""
+    """A trace after the first: which function, what changed (``changes``), and the
+    user's call site that caused it (``location``, ``path:line``)."""
 
     function: str
     changes: list[Change]
     compile_number: int = 0
+    location: str = ""
+    note: str = ""  # why the same arguments were traced again, when no change explains it
 
     def __str__(self) -> str:
         return f"{self.function} recompiled (compile #{self.compile_number}){self.reasons()}"
@@ -63,10 +84,7 @@ class Recompile:
     def reasons(self) -> str:
         """`` because:`` and one indented line per change (or why there is none)."""
         if not self.changes:
-            return (
-                ": no argument differs from an earlier compile (a global setting such as "
-                "jax_enable_x64 may have changed, or JAX's caches were cleared)"
-            )
+            return f": no argument differs from an earlier compile ({self.note or _NO_CHANGE})"
         return " because:\n" + "\n".join(f"  {c}" for c in self.changes)
 
 
@@ -85,73 +103,27 @@ def _aval_text(shape: tuple, dtype: Any, weak: bool) -> str:
     return f"{'weak ' if weak else ''}{short_dtype(dtype)}[{','.join(map(str, shape))}]"
 
 
-def _is_instance(x: Any) -> bool:
-    return SPEC_ATTR in type(x).__dict__
-
-
-def _leaf_entry(leaf: Any) -> tuple:
-    aval = getattr(leaf, "aval", None)
-    if aval is None:  # a concrete value (not traced): describe it the same way
-        aval = jax.core.get_aval(leaf)
-    sharding = None
-    try:
-        s = aval.sharding
-        if not s.mesh.empty:
-            axes = ",".join(f"{name}={size}" for name, size in s.mesh.shape.items())
-            sharding = f"{s.spec} on mesh({axes})"
-    except Exception:
-        pass
-    return ("leaf", tuple(aval.shape), aval.dtype, bool(getattr(aval, "weak_type", False)), sharding)
-
-
-def _walk(value: Any, path: str, out: dict[str, tuple]) -> None:
-    if _is_instance(value):
-        spec: Spec = type(value).__dict__[SPEC_ATTR]
-        out[path] = ("class", type(value))
-        d = value.__dict__
-        for name in spec.static_names:
-            out[f"{path}.{name}"] = ("static", d[name])
-        for name in spec.dynamic_names:
-            _walk(d[name], f"{path}.{name}", out)
-        return
-    leaves, treedef = jax.tree_util.tree_flatten_with_path(value, is_leaf=_is_instance)
-    if not (len(leaves) == 1 and not leaves[0][0]):  # not a bare leaf
-        out[path] = ("tree", str(treedef))
-    for keypath, leaf in leaves:
-        sub = path + jax.tree_util.keystr(keypath)
-        if _is_instance(leaf):
-            _walk(leaf, sub, out)
-        else:
-            out[sub] = _leaf_entry(leaf)
-
-
-def describe(names: list[str], args: tuple, kwargs: dict, static_pos: frozenset, static_names: frozenset) -> dict[str, tuple]:
-    """A flat description of everything the cache key depends on, by path."""
-    out: dict[str, tuple] = {}
-    for i, value in enumerate(args):
-        name = names[i] if i < len(names) else f"args[{i}]"
-        if i in static_pos:
-            out[name] = ("static_arg", value)
-        else:
-            _walk(value, name, out)
-    for name, value in kwargs.items():
-        if name in static_names:
-            out[name] = ("static_arg", value)
-        else:
-            _walk(value, name, out)
-    return out
-
-
 def _same_static(a: Any, b: Any) -> bool:
+    if type(a) is not type(b):  # static keys are type-strict: np.int64(2) is not 2
+        return False
     try:
         return bool(keyable(a) == keyable(b))
     except Exception:
         return a is b
 
 
-def _hint(old: Any, new: Any) -> str:
+def _hint(old: Any, new: Any, path: str = "x") -> str:
     if type(old) is not type(new):
-        return ""
+        try:
+            equal = bool(old == new)
+        except Exception:
+            equal = False
+        if not equal:
+            return ""
+        builtin = [t for t in (type(new), type(old)) if t.__module__ == "builtins"]
+        conv = builtin[0].__name__ if builtin else _qualified(type(new))
+        return _HINT_TYPE.format(old=_qualified(type(old)), new=_qualified(type(new)),
+                                 conv=conv, name=path.rpartition(".")[2])
     if isinstance(old, types.FunctionType):
         if old.__code__ is new.__code__:
             return _HINT_FUNCTION
@@ -167,8 +139,39 @@ def _hint(old: Any, new: Any) -> str:
     return ""
 
 
+def _qualified(cls: type) -> str:
+    module = getattr(cls, "__module__", "")
+    return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
+
+
+def retrace_note() -> str:
+    """Why identical arguments were traced again, when the stack shows it (else "")."""
+    import sys
+
+    frame: types.FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename.endswith("custom_derivatives.py") and "bwd" in frame.f_code.co_name:
+            return NO_CHANGE_CUSTOM_VJP
+        frame = frame.f_back
+    return ""
+
+
+def _passing_changes(old: tuple | None, new: tuple | None) -> list[Change]:
+    before = old[1] if old is not None else frozenset()
+    after = new[1] if new is not None else frozenset()
+    way = {False: "passed by position", True: "passed by keyword"}
+    return [
+        Change(name, "structure", way[name in before], way[name in after], _HINT_PASSING.format(name=name))
+        for name in sorted(before ^ after)
+    ]
+
+
 def _entry_changes(path: str, old: tuple | None, new: tuple | None) -> list[Change]:
-    if (old is None and new[0] == "static_arg") or (new is None and old[0] == "static_arg"):
+    if path == _PASSING:
+        return _passing_changes(old, new)
+    if (old is None and new is not None and new[0] == "static_arg") or (
+        new is None and old is not None and old[0] == "static_arg"
+    ):
         return [Change(path, "static_arg", _entry_text(old, "(default)"), _entry_text(new, "(default)"))]
     if old is None or new is None or old[0] != new[0]:
         return [Change(path, "structure", _entry_text(old), _entry_text(new))]
@@ -176,19 +179,24 @@ def _entry_changes(path: str, old: tuple | None, new: tuple | None) -> list[Chan
     if kind in ("static", "static_arg"):
         if _same_static(old[1], new[1]):
             return []
-        return [Change(path, kind, short(old[1]), short(new[1]), _hint(old[1], new[1]))]
+        return [Change(path, kind, short(old[1]), short(new[1]), _hint(old[1], new[1], path))]
     if kind in ("class", "tree"):
-        return [] if old[1] == new[1] else [Change(path, "structure", _entry_text(old), _entry_text(new))]
+        if old[1] == new[1]:
+            return []
+        otext, ntext = _entry_text(old), _entry_text(new)
+        if kind == "class" and otext == ntext:  # two classes of one name: say which
+            otext, ntext = _qualified(old[1]), _qualified(new[1])
+        return [Change(path, "structure", otext, ntext)]
     _, oshape, odtype, oweak, oshard = old
     _, nshape, ndtype, nweak, nshard = new
     changes = []
     otext, ntext = _aval_text(oshape, odtype, oweak), _aval_text(nshape, ndtype, nweak)
-    if oshape != nshape:
+    if oshape != nshape:  # one change per leaf: its text shows the dtype too
         changes.append(Change(path, "shape", otext, ntext))
-    if odtype != ndtype:
+    elif odtype != ndtype:
         changes.append(Change(path, "dtype", otext, ntext))
-    if oweak != nweak and not changes:  # the texts above already show the weak type
-        changes.append(Change(path, "weak_type", otext, ntext))
+    elif oweak != nweak:
+        changes.append(Change(path, "weak_type", otext, ntext, _HINT_WEAK))
     if oshard != nshard:
         changes.append(Change(path, "sharding", str(oshard), str(nshard)))
     return changes
@@ -217,6 +225,10 @@ def diff(old: dict[str, tuple], new: dict[str, tuple]) -> list[Change]:
     for path, entry in old.items():
         if path not in new:
             changes.extend(_entry_changes(path, entry, None))
+    # "passed by keyword" explains only an argument that is otherwise unchanged
+    passing = [c for c in changes if c.old.startswith("passed by") and c.new.startswith("passed by")]
+    changed = {c.path for c in changes if c not in passing}
+    changes = [c for c in changes if c not in passing or c.path not in changed]
     return _drop_redundant(changes)
 
 

@@ -1,27 +1,28 @@
 """The generated hit paths: the code that runs on every cache hit.
 
-Each is generated per function so that it takes exactly the wrapped function's
+Each is generated per function, from explicit inputs (the wrapped function, the
+variants dict, the miss handler), so that it takes exactly the wrapped function's
 positional parameters when it can (a vectorcall, no *args packing): it reads each
-instance argument's cached (children, static key), looks the variant up in one dict,
-and calls JAX. Misses go back to the engine in ``_jit.py``.
+instance argument's cached (children, static key), looks the variant up in one
+dict, and calls JAX. Every one goes through ``_gen.compile_functions``, so its source
+is in ``linecache``. This module writes into no one's state.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Callable
+import types
+from typing import Any, Callable
 
 from ._args import qualname, signature_parts
-from ._spec import FLAT_ATTR, SPECS
-
-if TYPE_CHECKING:
-    from ._jit import JitFunction
-
+from ._gen import compile_functions
+from ._spec import SPECS
+from ._state import FLAT_ATTR
 
 # Names the generated code uses: a parameter called one of these takes the *args path.
 _GENERATED_NAMES = (
-    "self", "obj", "jitted", "children", "key", "keys", "vkey", "dyn",
-    "variants", "miss", "general", "SPECS", "_",
+    "self", "obj", "jitted", "children", "key", "keys", "vkey", "dyn", "a", "args", "kwargs",
+    "variants", "miss", "general", "SPECS", "_", "KeyError", "AttributeError", "tuple",
 )
 
 
@@ -34,26 +35,25 @@ def plain_positional(fn: Callable, skip_self: bool = True) -> list[str] | None:
     rest = positional[1:] if skip_self else positional
     generated = {f"{p}{i}" for p in "ck" for i in range(len(rest))}
     if any(params[n].default is not params[n].empty for n in rest) or any(
-        not n.isidentifier() or n in _GENERATED_NAMES or n in generated for n in rest
+        not n.isidentifier() or n.startswith("__") or n in _GENERATED_NAMES or n in generated for n in rest
     ):
         return None
     return rest
 
 
-def public_function(jf: JitFunction) -> Callable[..., Any]:
-    """What ``sf.jit`` returns: a plain function (a vectorcall, and a method when stored
-    on a class, like ``jax.jit``'s result) carrying the counters as attributes.
+def general_call(prepare: Callable[[tuple, dict], tuple[Any, list, dict]]) -> Callable[..., Any]:
+    """The path with static arguments: the variant depends on the call's arguments."""
 
-    Without static arguments its body is the hit path: each instance argument's cached
-    (children, key), one dict lookup, then JAX. For a function of plain positional
-    parameters it takes exactly those, with no *args packing.
-    """
-    has_static = bool(jf._static_pos or jf._static_names)
-    params = None if has_static else plain_positional(jf.fn, skip_self=False)
-    if has_static:
-        lines = ["def call(*args, **kwargs):", "    return general(*args, **kwargs)"]
-    elif params is None or len(params) > 16:
-        lines = [
+    def call(*args: Any, **kwargs: Any) -> Any:
+        jitted, dyn, kwargs = prepare(args, kwargs)
+        return jitted(*dyn, **kwargs)
+
+    return call
+
+
+def _plain_lines(params: list[str] | None) -> list[str]:
+    if params is None or len(params) > 16:
+        return [
             "def call(*args, **kwargs):",
             "    keys = []",
             "    dyn = []",
@@ -72,66 +72,91 @@ def public_function(jf: JitFunction) -> Callable[..., Any]:
             "        jitted, _ = miss(vkey, args, keys)",
             "    return jitted(*dyn, **kwargs)",
         ]
-    else:
-        lines = [f"def call({', '.join(params)}):"]
-        for i, name in enumerate(params):
-            lines += [
-                f"    if {name}.__class__ in SPECS:",
-                f"        c{i}, k{i} = {name}.{FLAT_ATTR}",
-                "    else:",
-                f"        c{i} = {name}; k{i} = None",
-            ]
-        keys = ", ".join(f"k{i}" for i in range(len(params)))
+    lines = [f"def call({', '.join(params)}):"]
+    for i, name in enumerate(params):
         lines += [
-            f"    vkey = ({keys},)",
-            "    try:",
-            "        jitted, _ = variants[vkey]",
-            "    except KeyError:",
-            f"        jitted, _ = miss(vkey, ({', '.join(params)},), [{keys}])",
-            f"    return jitted({', '.join(f'c{i}' for i in range(len(params)))})",
+            f"    if {name}.__class__ in SPECS:",
+            f"        c{i}, k{i} = {name}.{FLAT_ATTR}",
+            "    else:",
+            f"        c{i} = {name}; k{i} = None",
         ]
-    source = "\n".join(lines) + "\n"
-    ns = {"SPECS": SPECS, "variants": jf._variants, "miss": jf._general_miss, "general": jf._call_general}
-    exec(compile(source, f"<staticfield jit {qualname(jf.fn)}>", "exec"), ns)  # noqa: S102
-    call = ns["call"]
-    functools.update_wrapper(call, jf.fn)
-    call.__source__ = source
-    call.__sf_jit__ = jf
-    call.compile_count = jf.compile_count
-    call.recompiles = jf.recompiles
-    call.cache_size = jf.cache_size
-    call.lower = jf.lower
-    call.max_compiles = jf.max_compiles
-    jf.public = call
-    if not has_static:
-        jf._call = call
-    return call
+    keys = ", ".join(f"k{i}" for i in range(len(params)))
+    return lines + [
+        f"    vkey = ({keys},)",
+        "    try:",
+        "        jitted, _ = variants[vkey]",
+        "    except KeyError:",
+        f"        jitted, _ = miss(vkey, ({', '.join(params)},), [{keys}])",
+        f"    return jitted({', '.join(f'c{i}' for i in range(len(params)))})",
+    ]
 
 
-def method_call(engine: JitFunction) -> Callable[..., Any]:
+class JitWrapper(functools.partial):
+    """What ``sf.jit`` returns: a C-level ``partial`` of the generated hit path (so a call
+    is a vectorcall), a method when stored on a class (like ``jax.jit``'s result), and
+    picklable as ``sf.jit(fn, **options)``: compiled programs and counters stay behind."""
+
+    __slots__ = ()
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        return self if obj is None else types.MethodType(self, obj)
+
+    def __reduce__(self) -> Any:
+        return self.__dict__["__sf_jit__"].reduce(self)
+
+    def __repr__(self) -> str:
+        return repr(self.__dict__["__sf_jit__"])
+
+
+def public_function(engine: Any) -> Callable[..., Any]:
+    """What ``sf.jit`` returns: a ``JitWrapper`` whose ``__dict__`` is its tracker's, so
+    ``f.compile_count`` is read from, and ``f.max_compiles = 1`` written to, one home.
+
+    Without static arguments its body is the hit path: each instance argument's cached
+    (children, key), one dict lookup, then JAX.
+    """
+    fn = engine.fn
+    if engine.has_static:
+        lines = ["def call(*args, **kwargs):", "    return general(*args, **kwargs)"]
+    else:
+        lines = _plain_lines(plain_positional(fn, skip_self=False))
+    namespace = {"SPECS": SPECS, "variants": engine.variants, "miss": engine.general_miss, "general": engine.call}
+    call = compile_functions(lines, ["call"], namespace, what=f"sf.jit hit path of {qualname(fn)}")["call"]
+    wrapper = JitWrapper(call)
+    state = engine.tracker.__dict__
+    state.update({k: v for k, v in getattr(fn, "__dict__", {}).items() if not k.startswith("__staticfield")})
+    state.update(
+        __wrapped__=fn, __sf_jit__=engine, cache_size=engine.cache_size, lower=engine.lower,
+        trace=engine.trace, eval_shape=engine.eval_shape, clear_cache=engine.clear_cache,
+    )
+    state["__source__"] = call.__source__  # type: ignore[attr-defined]
+    wrapper.__dict__ = state
+    for name in ("__module__", "__name__", "__qualname__", "__doc__"):
+        if hasattr(fn, name):
+            state[name] = getattr(fn, name)
+    return wrapper
+
+
+def method_call(fn: Callable, variants: dict, miss: Callable[[Any], tuple]) -> Callable[..., Any]:
     """The hit path of a jit_method: one key lookup, then JAX with the children.
 
     When the method takes only plain positional parameters, the function has that
     exact signature, so both calls are vectorcalls with no *args/**kwargs packing.
     """
-    params = plain_positional(engine.fn)
+    params = plain_positional(fn)
     if params is None:
         signature, forward = "obj, /, *args, **kwargs", "*args, **kwargs"
     else:
         signature = ", ".join(["obj", *params])
         forward = ", ".join(params)
-    source = (
-        f"def call({signature}):\n"
-        "    try:\n"
-        f"        children, key = obj.{FLAT_ATTR}\n"
-        "        jitted = variants[key]\n"
-        "    except (KeyError, AttributeError):\n"
-        "        jitted, children = miss(obj)\n"
-        f"    return jitted(children{', ' if forward else ''}{forward})\n"
-    )
-    ns = {"variants": engine._variants, "miss": engine._method_miss}
-    exec(compile(source, f"<staticfield jit_method {qualname(engine.fn)}>", "exec"), ns)  # noqa: S102
-    call = ns["call"]
-    call.__source__ = source
-    call.__sf_jit__ = engine  # type: ignore[attr-defined]
-    return call
+    lines = [
+        f"def call({signature}):",
+        "    try:",
+        f"        children, key = obj.{FLAT_ATTR}",
+        "        jitted, _ = variants[key]",
+        "    except (KeyError, AttributeError):",
+        "        jitted, children = miss(obj)",
+        f"    return jitted(children{', ' if forward else ''}{forward})",
+    ]
+    namespace = {"variants": variants, "miss": miss}
+    return compile_functions(lines, ["call"], namespace, what=f"jit_method hit path of {qualname(fn)}")["call"]

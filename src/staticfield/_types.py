@@ -23,6 +23,8 @@ class Jitted(Protocol[P, R]):
 
     compile_count: int
     recompiles: list[Recompile]
+    max_compiles: int | None
+    warn_compiles: int | None
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
 
@@ -30,18 +32,32 @@ class Jitted(Protocol[P, R]):
 
     def lower(self, *args: Any, **kwargs: Any) -> Any: ...
 
+    def trace(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def eval_shape(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def clear_cache(self) -> None: ...
+
 
 class JitMethodDescriptor(Protocol[S, P, R]):
     """``Cls.method`` of an ``@sf.jit_method``; ``obj.method`` is a ``Jitted``."""
 
     compile_count: int
     recompiles: list[Recompile]
+    max_compiles: int | None
+    warn_compiles: int | None
 
     def __call__(self, obj: S, /, *args: P.args, **kwargs: P.kwargs) -> R: ...
 
     def cache_size(self) -> int: ...
 
     def lower(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def trace(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def eval_shape(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def clear_cache(self) -> None: ...
 
     @overload
     def __get__(self, obj: None, owner: type | None = None) -> JitMethodDescriptor[S, P, R]: ...

@@ -122,3 +122,100 @@ def test_cloudpickle_local_class_in_a_fresh_process_is_a_pytree():
     )
     out = _run_fresh(code, cloudpickle.dumps(obj))
     assert out.strip() == "['.w'] 5 ('a',)"
+
+
+def _make_jitted_class() -> type:
+    @sf.dataclass
+    class Model:
+        w: jax.Array
+        n: sf.Static[int] = 2
+
+        @sf.jit_method
+        def apply(self, x):
+            """Apply the model."""
+            return self.w * x * self.n
+
+    return Model
+
+
+def _scaled(x, k):
+    return x * k
+
+
+scaled = sf.jit(_scaled, static_argnames="k")
+
+
+@sf.jit
+def doubled(x):
+    """Double x."""
+    return 2 * x
+
+
+def test_pickle_sf_jit_functions_by_reference():
+    """pickle round-trips module-level sf.jit functions to the same objects."""
+    assert pickle.loads(pickle.dumps(doubled)) is doubled
+    assert pickle.loads(pickle.dumps(scaled)) is scaled
+
+
+def test_cloudpickle_sf_jit_of_a_closure_in_a_fresh_process():
+    """An sf.jit closure, cloudpickled, runs in a fresh process with its counters from zero."""
+    k = 3.0
+    f = sf.jit(lambda x: x * k)
+    f(1.0)
+    code = (
+        "import pickle, sys\n"
+        "f = pickle.loads(sys.stdin.buffer.read())\n"
+        "print(float(f(2.0)), f.compile_count, f.__name__)\n"
+    )
+    assert _run_fresh(code, cloudpickle.dumps(f)).split() == ["6.0", "1", "<lambda>"]
+
+
+def test_cloudpickle_class_with_jit_method_in_a_fresh_process():
+    """A class with an @sf.jit_method defined in a function, cloudpickled, jits in a fresh process."""
+    Model = _make_jitted_class()
+    m = Model(jnp.ones(2), 3)
+    m.apply(1.0)
+    code = (
+        "import pickle, sys\n"
+        "m = pickle.loads(sys.stdin.buffer.read())\n"
+        "out = m.apply(2.0)\n"
+        "print(out.tolist(), type(m).apply.compile_count, type(m).apply.__doc__)\n"
+    )
+    out = _run_fresh(code, cloudpickle.dumps(m))
+    assert out.strip() == "[6.0, 6.0] 1 Apply the model."
+
+
+def test_pickle_bound_method_round_trip():
+    """cloudpickle round-trips obj.method, which rebinds on the unpickled instance."""
+    Model = _make_jitted_class()
+    m = Model(jnp.ones(2), 3)
+    back = cloudpickle.loads(cloudpickle.dumps(m.apply))
+    np.testing.assert_allclose(back(2.0), np.full(2, 6.0))
+
+
+def test_cloudpickle_main_module_jit_in_a_fresh_process():
+    """An sf.jit function and a jitted class defined in __main__ round-trip through cloudpickle."""
+    code = (
+        "import sys, cloudpickle, jax, jax.numpy as jnp, staticfield as sf\n"
+        "@sf.jit\n"
+        "def f(x):\n"
+        "    return x + 1\n"
+        "@sf.dataclass\n"
+        "class M:\n"
+        "    w: jax.Array\n"
+        "    @sf.jit_method\n"
+        "    def g(self, x):\n"
+        "        return self.w * x\n"
+        "f(1.0); M(jnp.ones(2)).g(1.0)\n"
+        "sys.stdout.buffer.write(cloudpickle.dumps((f, M(jnp.ones(2)))))\n"
+    )
+    path = os.pathsep.join(p for p in sys.path if p)
+    env = dict(os.environ, PYTHONPATH=path, JAX_PLATFORMS="cpu")
+    made = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, timeout=120)
+    assert made.returncode == 0, made.stderr.decode()
+    load = (
+        "import pickle, sys\n"
+        "f, m = pickle.loads(sys.stdin.buffer.read())\n"
+        "print(float(f(1.0)), m.g(3.0).tolist(), f.compile_count)\n"
+    )
+    assert _run_fresh(load, made.stdout).split() == ["2.0", "[3.0,", "3.0]", "1"]

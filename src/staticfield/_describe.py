@@ -1,0 +1,77 @@
+"""Describing what a function was traced with, as a flat map by path in the user's words.
+
+On every trace (never on a cache hit) the arguments are described as a flat map
+from a path (``self.a``, ``params.x_array``, ``state[0]``) to what the cache key
+depends on there: a static value, a leaf's shape/dtype/weak type/sharding, a
+class or a tree structure, and which arguments were passed by keyword.
+``_explain`` diffs two descriptions into ``Change`` events.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+
+from ._spec import SPEC_ATTR, Spec
+
+PASSING = "(passed by keyword)"  # the entry naming the arguments passed by keyword
+
+
+def _is_instance(x: Any) -> bool:
+    return SPEC_ATTR in type(x).__dict__
+
+
+def _leaf_entry(leaf: Any) -> tuple:
+    aval = getattr(leaf, "aval", None)
+    if aval is None:  # a concrete value (not traced): describe it the same way
+        aval = jax.core.get_aval(leaf)
+    sharding = None
+    try:
+        s = aval.sharding
+        if not s.mesh.empty:
+            axes = ",".join(f"{name}={size}" for name, size in s.mesh.shape.items())
+            sharding = f"{s.spec} on mesh({axes})"
+    except Exception:
+        pass
+    return ("leaf", tuple(aval.shape), aval.dtype, bool(getattr(aval, "weak_type", False)), sharding)
+
+
+def _walk(value: Any, path: str, out: dict[str, tuple]) -> None:
+    if _is_instance(value):
+        spec: Spec = type(value).__dict__[SPEC_ATTR]
+        out[path] = ("class", type(value))
+        d = value.__dict__
+        for name in spec.static_names:
+            out[f"{path}.{name}"] = ("static", d[name])
+        for name in spec.dynamic_names:
+            _walk(d[name], f"{path}.{name}", out)
+        return
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(value, is_leaf=_is_instance)
+    if not (len(leaves) == 1 and not leaves[0][0]):  # not a bare leaf
+        out[path] = ("tree", str(treedef))
+    for keypath, leaf in leaves:
+        sub = path + jax.tree_util.keystr(keypath)
+        if _is_instance(leaf):
+            _walk(leaf, sub, out)
+        else:
+            out[sub] = _leaf_entry(leaf)
+
+
+def describe(names: list[str], args: tuple, kwargs: dict, static_pos: frozenset, static_names: frozenset) -> dict[str, tuple]:
+    """A flat description of everything the cache key depends on, by path."""
+    out: dict[str, tuple] = {}
+    for i, value in enumerate(args):
+        name = names[i] if i < len(names) else f"args[{i}]"
+        if i in static_pos:
+            out[name] = ("static_arg", value)
+        else:
+            _walk(value, name, out)
+    if kwargs:
+        out[PASSING] = ("passing", frozenset(kwargs))
+    for name, value in kwargs.items():
+        if name in static_names:
+            out[name] = ("static_arg", value)
+        else:
+            _walk(value, name, out)
+    return out

@@ -1,0 +1,254 @@
+"""The one home of a jitted function's counters: compiles, recompile events, the budget.
+
+Everything here runs while JAX traces (a cache miss), never on a hit. A trace is
+``begin`` (explain it, check the budget, reserve its compile number), then
+``commit`` when it succeeded or ``abort`` when it raised. Reserving under the lock
+keeps the counters exact under threads: with eight first calls of eight new
+variants at once, one is the first compile and seven are recompiles, and
+``max_compiles`` refuses exactly those over budget.
+
+The public counters (``compile_count``, ``recompiles``, ``max_compiles``,
+``warn_compiles``) live in the tracker's ``__dict__``, which ``sf.jit`` shares as
+its function's ``__dict__``: ``f.max_compiles = 1`` sets the budget itself.
+
+Explanations compare with earlier traces kept in a bounded history, indexed by the
+argument structure (the paths described), so a miss costs the same after 50,000
+compiles as after 5. Nothing in tracking may break a user's call: a failure to
+describe or explain is logged on ``"staticfield"`` and the call goes on.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import os
+import sys
+import threading
+import types
+import warnings
+from typing import Any, Callable
+
+from . import _explain
+from ._errors import RecompileError, StaticFieldWarning, recompile_budget_message
+from ._explain import Recompile
+
+logger = logging.getLogger("staticfield")
+
+class _Unset:
+    """The default of ``warn_compiles``: read ``STATICFIELD_WARN_COMPILES``."""
+
+    def __repr__(self) -> str:
+        return "<default>"
+
+    def __reduce__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+TRACKER_SETTINGS = ("max_compiles", "warn_compiles")  # public and settable
+TRACKER_COUNTERS = ("compile_count", "recompiles", *TRACKER_SETTINGS)
+HISTORY = 256  # earlier traces kept for explanations
+PER_STRUCTURE = 32  # of which, per argument structure
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def default_warn_compiles() -> int | None:
+    """``STATICFIELD_WARN_COMPILES`` (``0`` turns the warning off), else 10."""
+    raw = os.environ.get("STATICFIELD_WARN_COMPILES", "").strip()
+    if not raw:
+        return 10
+    try:
+        n = int(raw)
+    except ValueError:
+        logger.warning("STATICFIELD_WARN_COMPILES=%r is not an int; using 10", raw)
+        return 10
+    return n if n > 0 else None
+
+
+def check_positive(owner: str, name: str, value: Any) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise TypeError(
+            f"{owner}: {name} must be a positive int or None, got {value!r}. Pass a count "
+            f"such as {name}=10, or {name}=None for no limit."
+        )
+
+
+def call_site() -> str:
+    """The innermost frame outside staticfield and JAX, as ``path:line``."""
+    frame: types.FrameType | None = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not (filename.startswith(_PACKAGE_DIR) or _is_jax_file(filename) or filename.startswith("<staticfield")):
+            return f"{filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return ""
+
+
+def _is_jax_file(filename: str) -> bool:
+    parts = filename.replace("\\", "/").split("/")
+    return "jax" in parts or "jaxlib" in parts or "contextlib.py" in parts[-1:]
+
+
+@dataclasses.dataclass
+class Ticket:
+    """A trace in progress: what it was called with, where, and its explanation."""
+
+    description: dict[str, tuple] | None
+    location: str
+    event: Recompile | None
+    cls: type | None = None
+
+
+@dataclasses.dataclass
+class ClassCounts:
+    """A jit_method's compiles for ``self`` of one class (``Sub.method.compile_count``)."""
+
+    compile_count: int = 0
+    recompiles: list = dataclasses.field(default_factory=list)
+
+
+class Tracker:
+    """Counters, budget and explanation history of one jitted function."""
+
+    __slots__ = ("__dict__", "function", "_lock", "_history", "_by_structure", "_pending", "_live_base",
+                 "_live_programs", "by_class")
+
+    compile_count: int
+    recompiles: list[Recompile]
+    max_compiles: int | None
+    warn_compiles: int | None
+
+    def __init__(self, function: str, max_compiles: int | None, warn_compiles: int | None,
+                 live_programs: Callable[[], int]) -> None:
+        self.function = function
+        self._live_programs = live_programs
+        self.compile_count = 0
+        self.recompiles = []
+        self.max_compiles = max_compiles
+        self.warn_compiles = warn_compiles
+        self._lock = threading.Lock()
+        self._history: collections.deque = collections.deque(maxlen=HISTORY)
+        self._by_structure: dict[tuple, collections.deque] = {}
+        self._pending: list[Ticket] = []
+        self._live_base = 0  # compile_count when the programs were last cleared
+        self.by_class: dict[type, ClassCounts] = {}
+
+    # ----- one trace ------------------------------------------------------------------
+    def begin(self, description: dict[str, tuple] | None, cls: type | None = None) -> Ticket:
+        """Explain a trace before it runs and reserve its number; refuse it over budget."""
+        location = _safe(call_site, "")
+        with self._lock:
+            number = self.compile_count + len(self._pending) + 1
+            event = self._explain(description, number, location) if number > 1 else None
+            budget = self.max_compiles
+            if budget is not None and number - self._live_base > budget:
+                # Over budget by count; but programs JAX dropped (jax.clear_caches()) are
+                # not live. JAX's count includes the traces in progress, this one too.
+                live = _safe(self._live_programs, number)
+                if live > budget:
+                    raise RecompileError(recompile_budget_message(self.function, number, budget, event))
+                self._live_base = number - live
+            ticket = Ticket(description, location, event, cls)
+            self._pending.append(ticket)
+            return ticket
+
+    def commit(self, ticket: Ticket) -> None:
+        """Count a trace that succeeded, log it, and warn at the thresholds."""
+        with self._lock:
+            self._drop_pending(ticket)
+            self.compile_count += 1
+            n = self.compile_count
+            event = ticket.event
+            if n > 1 and event is None:  # a trace reserved as first failed before this one
+                event = self._explain(ticket.description, n, ticket.location)
+            if n > 1 and event is not None:
+                event = dataclasses.replace(event, compile_number=n)
+                self.recompiles.append(event)
+            self._remember(ticket.description)
+            if ticket.cls is not None:
+                counts = self.by_class.setdefault(ticket.cls, ClassCounts())
+                counts.compile_count += 1
+                if counts.compile_count > 1 and event is not None:
+                    counts.recompiles.append(event)
+            warn = self._threshold_reached(n)
+        if event is not None and n > 1:
+            logger.info("%s", event)
+        else:
+            logger.debug("%s compiled for the first time", self.function)
+        if warn:  # not guarded: a user who made warnings errors gets the error
+            self._warn(n, event, ticket.location)
+
+    def abort(self, ticket: Ticket) -> None:
+        """A trace that raised: neither counted nor remembered."""
+        with self._lock:
+            self._drop_pending(ticket)
+
+    def programs_cleared(self) -> None:
+        """``clear_cache()``: the budget counts live programs from here; the history stays."""
+        with self._lock:
+            self._live_base = self.compile_count
+
+    # ----- helpers ----------------------------------------------------------------------
+    def _drop_pending(self, ticket: Ticket) -> None:
+        for i, t in enumerate(self._pending):
+            if t is ticket:
+                del self._pending[i]
+                return
+
+    def _explain(self, description: dict[str, tuple] | None, number: int, location: str) -> Recompile:
+        changes: list = []
+        if description is not None:
+            candidates = self._candidates(description)
+            changes = _safe(lambda: _explain.closest(candidates, description), [])
+        note = "" if changes else _safe(_explain.retrace_note, "")
+        return Recompile(self.function, changes, number, location, note)
+
+    def _candidates(self, description: dict[str, tuple]) -> list[dict[str, tuple]]:
+        """Earlier traces to compare with: those of the same structure, else the latest."""
+        pending = [t.description for t in self._pending if t.description is not None]
+        same = [d for d in pending if d.keys() == description.keys()]
+        bucket = self._by_structure.get(tuple(description))
+        if bucket:
+            return [*bucket, *same]
+        return [*self._history, *pending]
+
+    def _remember(self, description: dict[str, tuple] | None) -> None:
+        if description is None:
+            return
+        self._history.append(description)
+        structure = tuple(description)
+        bucket = self._by_structure.get(structure)
+        if bucket is None:
+            if len(self._by_structure) >= HISTORY:
+                self._by_structure.pop(next(iter(self._by_structure)))
+            bucket = self._by_structure[structure] = collections.deque(maxlen=PER_STRUCTURE)
+        bucket.append(description)
+
+    def _threshold_reached(self, n: int) -> bool:
+        first = self.warn_compiles
+        return first is not None and n in (first, 10 * first, 100 * first)
+
+    def _warn(self, n: int, event: Recompile | None, location: str) -> None:
+        latest = f"\nLatest: {event}" if event is not None else ""
+        where = f" (called at {location})" if location else ""
+        message = (
+            f"{self.function} has compiled {n} times{where}. Each compile costs a trace "
+            f"and an XLA compile; see .recompiles for why.{latest}\nSet warn_compiles=None "
+            "on the decorator (or STATICFIELD_WARN_COMPILES=0) to silence this."
+        )
+        filename, _, line = location.rpartition(":")
+        if filename and line.isdigit():
+            warnings.warn_explicit(message, StaticFieldWarning, filename, int(line))
+        else:
+            warnings.warn(message, StaticFieldWarning, stacklevel=2)
+
+
+def _safe(thunk: Any, fallback: Any) -> Any:
+    """Run a piece of tracking; on any bug, log it and go on with ``fallback``."""
+    try:
+        return thunk()
+    except Exception as exc:  # tracking must never break the user's call
+        logger.warning("staticfield could not explain a compile (%s: %s); the call goes on",
+                       type(exc).__name__, exc)
+        return fallback

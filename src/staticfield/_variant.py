@@ -1,0 +1,121 @@
+"""One static variant's ``jax.jit``: the function JAX traces, and what JAX is told about it.
+
+A variant is fixed by a *layout*: which arguments are instances passed to JAX as their
+dynamic children (``Split``), and which are static (``StaticArg``, ``None`` for JAX).
+``make_jitted`` wraps the user's function so that, while JAX traces it, the arguments
+are rebuilt, the trace is described for explanations, and the tracker counts it.
+
+JAX names the function and its arguments from what it is given: ``__wrapped__``
+gives its file and line, and ``__signature__`` (the user's) gives argument names.
+The signature's ``bind`` rebuilds each split instance, so JAX's paths read
+``self.depth`` and ``params.w``, as with plain ``jax.jit``, not ``self[0]``. All of
+this runs only when JAX traces or reports an error, never on a hit.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable
+
+import jax
+
+from ._args import qualname
+from ._spec import Spec
+from ._state import flat
+
+
+class Split:
+    """Layout entry: argument ``i`` is an instance passed to JAX as its children."""
+
+    __slots__ = ("spec", "key")
+
+    def __init__(self, spec: Spec, key: Any) -> None:
+        self.spec, self.key = spec, key
+
+    def rebuild(self, children: tuple) -> Any:
+        return self.spec.unflatten(self.key, children)
+
+
+class StaticArg:
+    """Layout entry: argument ``i`` is static; JAX sees ``None`` in its place."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+class UserSignature(inspect.Signature):
+    """The user's signature, binding JAX's arguments as the user's (instances rebuilt)."""
+
+    __slots__ = ("_split",)
+
+    def __init__(self, sig: inspect.Signature, split: dict[int, Split]) -> None:
+        super().__init__(list(sig.parameters.values()), return_annotation=sig.return_annotation)
+        self._split = split
+
+    def bind(self, *args: Any, **kwargs: Any) -> inspect.BoundArguments:
+        args = tuple(
+            self._split[i].rebuild(a) if i in self._split and isinstance(a, tuple) else a
+            for i, a in enumerate(args)
+        )
+        return super().bind(*args, **kwargs)
+
+
+def user_signature(fn: Callable, layout: dict[int, Any]) -> UserSignature | None:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    return UserSignature(sig, {i: e for i, e in layout.items() if isinstance(e, Split)})
+
+
+def make_jitted(
+    fn: Callable,
+    layout: dict[int, Any],
+    static_kwargs: tuple,
+    traced: Callable[[tuple, dict], Any],
+    jit_kwargs: dict[str, Any],
+    static_pos: frozenset,
+) -> Any:
+    """``jax.jit`` of ``fn`` for one layout; ``traced(args, kwargs)`` runs the user's
+    function with tracking, given the rebuilt arguments."""
+
+    def inner(*dyn: Any, **kwargs: Any) -> Any:
+        args = list(dyn)
+        for i, entry in layout.items():
+            args[i] = entry.rebuild(dyn[i]) if isinstance(entry, Split) else entry.value
+        kwargs.update(static_kwargs)
+        return traced(tuple(args), kwargs)
+
+    inner.__name__ = getattr(fn, "__name__", "fn")
+    inner.__qualname__ = qualname(fn)
+    inner.__module__ = getattr(fn, "__module__", None)  # type: ignore[assignment]
+    inner.__doc__ = getattr(fn, "__doc__", None)
+    inner.__wrapped__ = fn  # type: ignore[attr-defined]
+    signature = user_signature(fn, layout)
+    if signature is not None:
+        inner.__signature__ = signature  # type: ignore[attr-defined]
+    kwargs = dict(jit_kwargs)
+    if "in_shardings" in kwargs:
+        kwargs["in_shardings"] = split_in_shardings(kwargs["in_shardings"], layout, static_pos)
+    return jax.jit(inner, **kwargs)
+
+
+def split_in_shardings(in_shardings: Any, layout: dict[int, Any], static_pos: frozenset) -> Any:
+    """Map the user's ``in_shardings`` (static arguments left out, as in ``jax.jit``) onto
+    what JAX sees: ``None`` at static positions, children at split instances."""
+    if not isinstance(in_shardings, (tuple, list)):
+        return in_shardings
+    given = list(in_shardings)
+    out: list[Any] = []
+    for i in range(len(given) + len(static_pos)):
+        if i in static_pos:
+            out.append(None)
+            continue
+        s = given.pop(0) if given else None
+        entry = layout.get(i)
+        if isinstance(entry, Split) and isinstance(s, entry.spec.cls):
+            s = flat(s)[0]
+        out.append(s)
+    return tuple(out)

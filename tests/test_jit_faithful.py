@@ -1,0 +1,345 @@
+"""sf.jit and @sf.jit_method behave like jax.jit around the call: leaf types, copies, names, equality."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import staticfield as sf
+
+
+def test_typed_prng_key_recompile_is_explained():
+    """A typed PRNG key among the arguments never breaks the explanation of a recompile."""
+    f = sf.jit(lambda k, x: x + 1)
+    f(jax.random.key(0), 1.0)
+    out = f(jax.random.key(0), jnp.ones(2))
+    np.testing.assert_allclose(out, np.full(2, 2.0))
+    assert f.compile_count == 2
+    (event,) = f.recompiles
+    assert [(c.path, c.kind) for c in event.changes] == [("x", "shape")]
+
+
+def test_typed_key_change_is_described():
+    """A typed key's shape change is described with its key dtype."""
+    f = sf.jit(lambda k: jax.random.key_data(k))
+    f(jax.random.key(0))
+    f(jax.random.split(jax.random.key(0), 3))
+    (event,) = f.recompiles
+    (change,) = event.changes
+    assert change.kind == "shape" and "key<fry>" in change.new and "[3]" in change.new
+
+
+def test_float0_leaf_is_described():
+    """A float0 leaf (the tangent of an integer) is describable."""
+    f = sf.jit(lambda t, x: x * 2)
+    f(np.zeros((), dtype=jax.dtypes.float0), 1.0)
+    f(np.zeros((2,), dtype=jax.dtypes.float0), 1.0)
+    (event,) = f.recompiles
+    assert [(c.path, c.kind) for c in event.changes] == [("t", "shape")]
+
+
+def test_tracking_failure_never_breaks_the_call(monkeypatch, caplog):
+    """A bug in the explainer is reported on the staticfield logger, never raised into the call."""
+    from staticfield import _describe
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("explainer bug")
+
+    monkeypatch.setattr(_describe, "describe", broken)
+    f = sf.jit(lambda x: x + 1)
+    with caplog.at_level("WARNING", logger="staticfield"):
+        f(1.0)
+        out = f(jnp.ones(2))
+    np.testing.assert_allclose(out, np.full(2, 2.0))
+    assert f.compile_count == 2
+    assert "explainer bug" in caplog.text
+
+
+def _model_class():
+    @sf.dataclass
+    class Model:
+        w: jax.Array
+        n: sf.Static[int] = 1
+
+        @sf.jit_method
+        def apply(self, x, scale=1.0):
+            """Apply the model to x."""
+            return self.w * x * self.n * scale
+
+    return Model
+
+
+def test_copy_and_deepcopy_of_a_bound_method():
+    """copy.copy and copy.deepcopy of obj.method (and of a pytree holding it) give a working method."""
+    Model = _model_class()
+    m = Model(jnp.ones(2), 3)
+    for c in (copy.copy(m.apply), copy.deepcopy(m.apply), copy.deepcopy({"f": m.apply})["f"]):
+        np.testing.assert_allclose(c(2.0), np.full(2, 6.0))
+        assert c == m.apply and c.compile_count == Model.apply.compile_count
+        assert len(jax.tree_util.tree_leaves(c)) == 1
+
+
+def test_bound_methods_of_equal_instances_are_equal():
+    """Two bound methods of == instances are == and hash alike; of different instances, not ==."""
+    Model = _model_class()
+    a, b = Model(jnp.ones(2), 3), Model(jnp.ones(2), 3)
+    c = Model(jnp.ones(2), 4)
+    assert a == b
+    assert a.apply == b.apply and hash(a.apply) == hash(b.apply)
+    assert a.apply != c.apply
+
+
+def test_method_metadata_is_the_user_function():
+    """Cls.method and obj.method carry the user's name, qualname, module, doc and signature."""
+    Model = _model_class()
+    m = Model(jnp.ones(2))
+    for f in (Model.apply, m.apply):
+        assert f.__name__ == "apply"
+        assert f.__qualname__.endswith("Model.apply")
+        assert f.__module__ == __name__
+        assert f.__doc__ == "Apply the model to x."
+        assert f.__wrapped__ is Model.__dict__["apply"].__wrapped__
+    assert list(inspect.signature(Model.apply).parameters) == ["self", "x", "scale"]
+    assert list(inspect.signature(m.apply).parameters) == ["x", "scale"]
+
+
+def test_jit_metadata_is_the_user_function():
+    """What sf.jit returns carries the user's name, module and signature."""
+
+    def step(params, x):
+        """One step."""
+        return params * x
+
+    f = sf.jit(step, static_argnames="x")
+    assert (f.__name__, f.__module__, f.__doc__) == ("step", __name__, "One step.")
+    assert list(inspect.signature(f).parameters) == ["params", "x"]
+
+
+def test_unknown_jit_keyword_fails_at_decoration():
+    """An unknown jax.jit keyword is refused when decorating, naming the function and the keyword."""
+    with pytest.raises(TypeError, match=r"step: unknown jax.jit keyword 'static_argnum'"):
+
+        @sf.jit(static_argnum=0)
+        def step(x):
+            return x
+
+    with pytest.raises(TypeError, match=r"Model.apply: unknown jax.jit keyword 'donate'"):
+
+        class Model:
+            @sf.jit_method(donate=0)
+            def apply(self, x):
+                return x
+
+
+@sf.dataclass
+class _Net:
+    w: jax.Array
+    depth: int = 2  # forgot sf.static: a traced int
+
+    @sf.jit_method
+    def apply(self, x):
+        for _ in range(self.depth):
+            x = x * self.w
+        return x
+
+    @sf.jit_method
+    def named(self, x, name):
+        return x
+
+
+def test_jax_errors_name_the_user_function_and_argument_paths():
+    """JAX's tracer errors name the user's function, file and `self.depth`, not internal paths."""
+    with pytest.raises(jax.errors.TracerIntegerConversionError) as info:
+        _Net(jnp.ones(2)).apply(1.0)
+    message = str(info.value)
+    assert f"apply at {__file__}" in message
+    assert "argument self.depth" in message
+
+
+def test_jax_errors_name_a_non_array_argument():
+    """A str passed to a jit_method is reported at its parameter's name."""
+    with pytest.raises(TypeError, match=r"passed to the function at path name\b"):
+        _Net(jnp.ones(2), 2).named(1.0, "a")
+
+
+def test_tracebacks_hide_staticfield_frames():
+    """A JAX error raised through a jit_method shows no staticfield frame in its traceback."""
+    import traceback
+
+    with pytest.raises(jax.errors.TracerIntegerConversionError) as info:
+        _Net(jnp.ones(2)).apply(1.0)
+    frames = traceback.extract_tb(info.value.__traceback__)
+    assert not [f for f in frames if "/staticfield/" in f.filename]
+    assert any(f.filename == __file__ for f in frames)
+
+
+def test_explain_cache_misses_names_user_paths(caplog):
+    """jax_explain_cache_misses reports argument paths and the call site in the user's words."""
+    f = sf.jit(lambda params, x: x * params["w"])
+    with jax.explain_cache_misses(True), caplog.at_level("WARNING"):
+        f({"w": jnp.ones(2)}, 1.0)
+        f({"w": jnp.ones(3)}, 1.0)
+    text = caplog.text
+    assert "params['w']" in text
+    assert "dyn[" not in text and "staticfield generated" not in text
+
+
+def test_trace_eval_shape_and_lower_take_the_users_arguments():
+    """.trace, .eval_shape and .lower take instances and static arguments as the call does."""
+    Model = _model_class()
+    m = Model(jnp.ones(2), 3)
+    for f, args in ((m.apply, (2.0,)), (Model.apply, (m, 2.0))):
+        shape = f.eval_shape(*args)
+        assert (shape.shape, shape.dtype) == ((2,), jnp.float32)
+        assert "mul" in str(f.trace(*args).jaxpr)
+        assert "mul" in f.lower(*args).as_text()
+    g = sf.jit(lambda x, n: x * n, static_argnames="n")
+    assert g.eval_shape(jnp.ones(3), n=2).shape == (3,)
+    assert "mul" in str(g.trace(jnp.ones(3), n=2).jaxpr)
+
+
+def test_clear_cache_drops_programs_and_resets_the_budget():
+    """clear_cache() drops every program; compile_count stays a history; the budget counts anew."""
+    traces = []
+
+    @sf.dataclass
+    class M:
+        x: jax.Array
+
+        @sf.jit_method(max_compiles=1)
+        def f(self, y):
+            traces.append(y)
+            return self.x + y
+
+    m = M(jnp.ones(2))
+    m.f(1.0)
+    assert M.f.cache_size() == 1
+    M.f.clear_cache()
+    assert M.f.cache_size() == 0
+    np.testing.assert_allclose(m.f(1.0), np.full(2, 2.0))
+    assert len(traces) == 2 and M.f.compile_count == 2 and M.f.cache_size() == 1
+    f = sf.jit(lambda x: x + 1, max_compiles=1)
+    f(1.0)
+    f.clear_cache()
+    f(1.0)
+    assert f.compile_count == 2
+
+
+def test_jax_clear_caches_does_not_exhaust_the_budget():
+    """After jax.clear_caches(), a method at its max_compiles recompiles its live variant again."""
+    @sf.dataclass
+    class M:
+        x: jax.Array
+
+        @sf.jit_method(max_compiles=1)
+        def f(self, y):
+            return self.x + y
+
+    m = M(jnp.ones(2))
+    m.f(1.0)
+    jax.clear_caches()
+    np.testing.assert_allclose(m.f(1.0), np.full(2, 2.0))
+    np.testing.assert_allclose(m.f(2.0), np.full(2, 3.0))
+    with pytest.raises(sf.RecompileError):
+        m.f(jnp.ones(3))
+
+
+def test_setting_max_compiles_on_the_function_is_honoured():
+    """f.max_compiles = 1 on what sf.jit returns (or on Cls.method) sets the budget itself."""
+    f = sf.jit(lambda x: x + 1)
+    f.max_compiles = 1
+    f(1.0)
+    with pytest.raises(sf.RecompileError, match="max_compiles=1"):
+        f(jnp.ones(2))
+    assert f.compile_count == 1
+    Model = _model_class()
+    Model.apply.max_compiles = 1
+    Model(jnp.ones(2), 1).apply(1.0)
+    with pytest.raises(sf.RecompileError, match=r"Model.apply would compile 2 times"):
+        Model(jnp.ones(2), 2).apply(1.0)
+
+
+def test_inherited_jit_method_counts_per_class():
+    """Sub.method's counters are Sub's own; the base's attribute keeps the total."""
+    @sf.dataclass
+    class Env:
+        x: jax.Array
+        n: sf.Static[int] = 0
+
+        @sf.jit_method
+        def step(self, y):
+            return self.x * y + self.n
+
+    @sf.dataclass
+    class CartPole(Env):
+        pass
+
+    @sf.dataclass
+    class Pendulum(Env):
+        pass
+
+    CartPole(jnp.ones(2)).step(1.0)
+    CartPole(jnp.ones(2), 1).step(1.0)
+    Pendulum(jnp.ones(2)).step(1.0)
+    assert (CartPole.step.compile_count, Pendulum.step.compile_count, Env.step.compile_count) == (2, 1, 3)
+    assert (CartPole.step.cache_size(), Pendulum.step.cache_size(), Env.step.cache_size()) == (2, 1, 3)
+    assert len(CartPole.step.recompiles) == 1 and Pendulum.step.recompiles == []
+    assert CartPole.step is CartPole.step and CartPole.step.__name__ == "step"
+    np.testing.assert_allclose(Pendulum.step(Pendulum(jnp.ones(2)), 2.0), np.full(2, 2.0))
+
+
+def test_doctest_finds_and_runs_a_jit_method_docstring(monkeypatch):
+    """doctest finds the docstring of an @sf.jit_method and of an sf.jit function, and runs it."""
+    import doctest
+    import sys
+    import types
+
+    module = types.ModuleType("doctested")
+    monkeypatch.setitem(sys.modules, "doctested", module)
+    code = '''
+import jax, jax.numpy as jnp, staticfield as sf
+
+@sf.dataclass
+class Scale:
+    k: float = sf.static()
+
+    @sf.jit_method
+    def apply(self, x):
+        """Scale x.
+
+        >>> float(Scale(2.0).apply(3.0))
+        6.0
+        """
+        return self.k * x
+
+@sf.jit
+def double(x):
+    """Double x.
+
+    >>> float(double(2.0))
+    4.0
+    """
+    return 2 * x
+'''
+    exec(compile(code, "doctested.py", "exec"), module.__dict__)
+    tests = doctest.DocTestFinder().find(module)
+    names = sorted(t.name for t in tests if t.examples)
+    assert names == ["doctested.Scale.apply", "doctested.double"]
+    runner = doctest.DocTestRunner()
+    for t in tests:
+        runner.run(t)
+    assert runner.summarize(verbose=False).failed == 0
+
+
+def test_shape_dtype_structs_are_described():
+    """Lowering with jax.ShapeDtypeStruct arguments counts and explains like real arrays."""
+    f = sf.jit(lambda x: x * 2)
+    f.lower(jax.ShapeDtypeStruct((2,), jnp.float32))
+    f.lower(jax.ShapeDtypeStruct((3,), jnp.int32))
+    (event,) = f.recompiles
+    assert [(c.path, c.kind, c.old, c.new) for c in event.changes] == [("x", "shape", "f32[2]", "i32[3]")]
