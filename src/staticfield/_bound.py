@@ -33,8 +33,9 @@ class JitMethod:
     def __init__(self, engine: JitFunction) -> None:
         self._jit = engine
         self._name: str | None = None
-        # Without static arguments the variant depends on the instance alone: bind to it.
-        self._variants = engine.variants if engine.fast else None
+        # Without static arguments the variant depends on the instance alone: bind to it
+        # (not with deps="read", whose calls go through the hit path that can call again).
+        self._variants = engine.variants if engine.fast and engine.deps is None else None
         fn = engine.fn
         # The user's function, as doctest, Sphinx and IDEs should see it.
         self.__name__ = getattr(fn, "__name__", "method")
@@ -121,10 +122,11 @@ class ClassView:
 
     def cache_size(self) -> int:
         """JAX's count of compiled executables of this class's variants."""
-        return sum(
-            jitted._cache_size() for vkey, (jitted, _) in list(self._method._jit.variants.items())
+        programs = {
+            id(jitted): jitted for vkey, (jitted, _) in list(self._method._jit.variants.items())
             if _key_class(vkey) is self._cls
-        )
+        }
+        return sum(jitted._cache_size() for jitted in programs.values())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._method(*args, **kwargs)

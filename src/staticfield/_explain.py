@@ -61,9 +61,11 @@ class Change:
     old: str
     new: str
     hint: str = ""
+    read: str = ""  # deps="read": where the method read this static (``read at model.py:14``)
 
     def __str__(self) -> str:
-        text = f"{self.path}: {self.old} → {self.new} ({self.kind})"
+        kind = f"{self.kind}; {self.read}" if self.read else self.kind
+        text = f"{self.path}: {self.old} → {self.new} ({kind})"
         return f"{text}\n    {self.hint}" if self.hint else text
 
 

@@ -15,6 +15,7 @@ import types
 from typing import Any, Callable
 
 from ._args import qualname, signature_parts
+from ._deps import Abort
 from ._gen import compile_functions
 from ._spec import SPECS
 from ._state import FLAT_ATTR
@@ -26,7 +27,7 @@ _GENERATED_NAMES = (
 )
 
 
-def plain_positional(fn: Callable, skip_self: bool = True) -> list[str] | None:
+def plain_positional(fn: Callable, skip_self: bool = True, reserved: tuple = ()) -> list[str] | None:
     """The parameter names (after ``self`` for a method) when all are positional without
     defaults, so a generated hit path can take exactly those arguments."""
     positional, params, var_pos, var_kw = signature_parts(fn)
@@ -35,7 +36,8 @@ def plain_positional(fn: Callable, skip_self: bool = True) -> list[str] | None:
     rest = positional[1:] if skip_self else positional
     generated = {f"{p}{i}" for p in "ck" for i in range(len(rest))}
     if any(params[n].default is not params[n].empty for n in rest) or any(
-        not n.isidentifier() or n.startswith("__") or n in _GENERATED_NAMES or n in generated for n in rest
+        not n.isidentifier() or n.startswith("__") or n in _GENERATED_NAMES or n in generated or n in reserved
+        for n in rest
     ):
         return None
     return rest
@@ -137,13 +139,16 @@ def public_function(engine: Any) -> Callable[..., Any]:
     return wrapper
 
 
-def method_call(fn: Callable, variants: dict, miss: Callable[[Any], tuple]) -> Callable[..., Any]:
+def method_call(fn: Callable, variants: dict, miss: Callable[[Any], tuple],
+                retry: Callable[..., Any] | None = None) -> Callable[..., Any]:
     """The hit path of a jit_method: one key lookup, then JAX with the children.
 
     When the method takes only plain positional parameters, the function has that
     exact signature, so both calls are vectorcalls with no *args/**kwargs packing.
+    With ``retry`` (``deps="read"``), a trace aborted because its program is shared
+    (``_deps.Abort``) is called again through ``retry``; a ``try`` costs nothing on a hit.
     """
-    params = plain_positional(fn)
+    params = plain_positional(fn, reserved=("retry", "Abort") if retry is not None else ())
     if params is None:
         signature, forward = "obj, /, *args, **kwargs", "*args, **kwargs"
     else:
@@ -156,7 +161,16 @@ def method_call(fn: Callable, variants: dict, miss: Callable[[Any], tuple]) -> C
         "        jitted, _ = variants[key]",
         "    except (KeyError, AttributeError):",
         "        jitted, children = miss(obj)",
-        f"    return jitted(children{', ' if forward else ''}{forward})",
     ]
-    namespace = {"variants": variants, "miss": miss}
+    namespace: dict[str, Any] = {"variants": variants, "miss": miss}
+    if retry is None:
+        lines.append(f"    return jitted(children{', ' if forward else ''}{forward})")
+    else:
+        namespace.update(retry=retry, Abort=Abort)
+        lines += [
+            "    try:",
+            f"        return jitted(children{', ' if forward else ''}{forward})",
+            "    except Abort:",
+            f"        return retry(obj{', ' if forward else ''}{forward})",
+        ]
     return compile_functions(lines, ["call"], namespace, what=f"jit_method hit path of {qualname(fn)}")["call"]
