@@ -192,7 +192,7 @@ class JitFunction:
                 if i in self.static_pos:
                     layout[i] = StaticArg(a)
                 elif parts[i] is not None:
-                    layout[i] = Split(SPECS[type(a)], parts[i])
+                    layout[i] = Split(SPECS[a.__class__], parts[i])
             split = tuple(i for i, entry in layout.items() if isinstance(entry, Split))
             static_kwargs = tuple((name, key.raw) for name, key in parts[len(args):])
             entry = self.variants[vkey] = (self._make_jitted(vkey, layout, static_kwargs), split)
