@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import time
 
-from . import dispatch, fields, misses, nested, stacking, variants, watch
+from . import deps, dispatch, fields, misses, nested, stacking, variants, watch
 from ._harness import Config, Results, load_average, machine
 from ._report import update_docs, write
 from ._targets import evaluate
@@ -19,6 +19,7 @@ RUNNERS = {
     "nested": nested.run,
     "watch": watch.run,
     "misses": misses.run,
+    "deps": deps.run,
 }
 
 

@@ -163,9 +163,7 @@ class Deps:
     def run(self, fn: Callable[..., Any], base: Any, args: tuple, kwargs: dict) -> Any:
         """Call ``fn`` with a recording ``self``; then check that nothing kept it."""
         with self.lock:
-            variant = self.by_base.get(base)
-            if variant is None:  # defensive: a trace of a variant this engine did not make
-                variant = self.by_base[base] = Variant(self.variants.get(base), base)
+            variant = self.by_base[base]  # made with its jax.jit, by miss or _isolate
         recorder = Recorder(self, variant)
         twin = recording(args[0], recorder)
         before = sys.getrefcount(twin)

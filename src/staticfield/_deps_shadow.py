@@ -67,7 +67,7 @@ class _StaticRead:
 
     __slots__ = ("name", "real_dict", "cls")
 
-    def __init__(self, name: str, real_dict: Callable[[Any], dict], cls: type) -> None:
+    def __init__(self, name: str, real_dict: Callable[[Any], dict], cls: Any) -> None:
         self.name, self.real_dict, self.cls = name, real_dict, cls
 
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
@@ -169,7 +169,7 @@ def recording_class(cls: type) -> type:
 def recording(obj: Any, recorder: Any) -> Any:
     """A recording twin of ``obj`` (same fields and cached entries) reporting to ``recorder``."""
     made = recording_class(obj.__class__)
-    twin = object.__new__(made)
+    twin: Any = object.__new__(made)
     _real_dict_getter(obj.__class__)(twin).update(obj.__dict__)
     made.__dict__[RECORDER].__set__(twin, recorder)
     return twin

@@ -21,7 +21,7 @@ from ._args import check_jit_kwargs, qualname, resolve_donation, resolve_static
 from ._deps import Abort, Deps, check_deps
 from ._errors import RecompileError
 from ._freeze import StaticArgKey
-from ._hitpath import general_call, method_call
+from ._hitpath import deps_bound_call, general_call, method_call
 from ._spec import SPECS
 from ._state import flat
 from ._tracker import (
@@ -88,6 +88,8 @@ class JitFunction:
             method_call(self.fn, self.variants, self.method_miss, self.deps.retry if self.deps else None)
             if self.fast else general_call(self.prepare)
         )
+        # deps="read": obj.method is partial(bound_call, children, key), looked up on each call.
+        self.bound_call = deps_bound_call(fn, self.variants, self.deps.retry) if self.deps else None
 
     # ----- the general path (static arguments) ---------------------------------------
     def prepare(self, args: tuple, kwargs: dict) -> tuple[Any, list, dict]:

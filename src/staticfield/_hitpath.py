@@ -174,3 +174,31 @@ def method_call(fn: Callable, variants: dict, miss: Callable[[Any], tuple],
             f"        return retry(obj{', ' if forward else ''}{forward})",
         ]
     return compile_functions(lines, ["call"], namespace, what=f"jit_method hit path of {qualname(fn)}")["call"]
+
+
+def deps_bound_call(fn: Callable, variants: dict, retry: Callable[..., Any]) -> Callable[..., Any]:
+    """What ``obj.method`` of a ``deps="read"`` method calls: ``call(children, key, *args)``.
+
+    The key's variant is looked up on each call (a key may be moved to another
+    program), and a trace aborted because its program is shared is called again
+    through ``retry`` with the instance rebuilt from its children and key.
+    """
+    params = plain_positional(fn, reserved=("retry", "Abort", "unflatten"))
+    if params is None:
+        signature, forward = "children, key, /, *args, **kwargs", "*args, **kwargs"
+    else:
+        signature, forward = ", ".join(["children", "key", *params]), ", ".join(params)
+    rest = f", {forward}" if forward else ""
+    lines = [
+        f"def call({signature}):",
+        "    try:",
+        "        jitted, _ = variants[key]",
+        "    except KeyError:",
+        f"        return retry(SPECS[key.cls].unflatten(key, children){rest})",
+        "    try:",
+        f"        return jitted(children{rest})",
+        "    except Abort:",
+        f"        return retry(SPECS[key.cls].unflatten(key, children){rest})",
+    ]
+    namespace = {"variants": variants, "retry": retry, "Abort": Abort, "SPECS": SPECS}
+    return compile_functions(lines, ["call"], namespace, what=f"deps bound method of {qualname(fn)}")["call"]
