@@ -168,7 +168,7 @@ def test_calling_another_jit_method_of_self():
 def test_helper_methods_and_getattr_reads_are_recorded():
     """Reads through a helper method, getattr and dataclasses.asdict are recorded like direct ones."""
     helpers = [
-        lambda self, x: x * getattr(self, "k"),
+        lambda self, x: x * getattr(self, "k"),  # noqa: B009 - the getattr path is the point
         lambda self, x: x * dataclasses.asdict(self)["k"],
         lambda self, x: x * object.__getattribute__(self, "k"),
     ]
@@ -308,28 +308,87 @@ def test_threads_first_calls_with_different_read_sets():
         assert float(P(jnp.ones(1), m, x, y).f(1.0)) == float(x if m == "a" else 10 * y)
 
 
-def test_static_holding_an_instance_is_compared_whole():
-    """A static field holding an @sf.dataclass instance is read (and compared) as one value."""
+@sf.dataclass
+class Cfg:
+    n: sf.Static[int] = 1
+    label: sf.Static[str] = "c"
 
-    @sf.dataclass
-    class Cfg:
-        n: sf.Static[int] = 1
-        label: sf.Static[str] = "c"
 
-    def body(self, x):
-        return x * self.k
+@sf.dataclass
+class OtherCfg:
+    n: sf.Static[int] = 1
+    label: sf.Static[str] = "c"
 
+
+def _nested(body):
     @sf.dataclass
     class P:
         w: jax.Array
-        cfg: sf.Static[Cfg] = Cfg()
+        cfg: sf.Static[object] = Cfg()
         other: sf.Static[str] = "o"
 
         @sf.jit_method(deps="read", warn_compiles=None)
         def f(self, x):
-            return x * self.cfg.n
+            return body(self, x)
 
-    outs = [float(P(jnp.ones(1), Cfg(n, lab), o).f(1.0)) for n, lab, o in
-            [(1, "a", "x"), (1, "a", "y"), (2, "a", "x"), (1, "b", "x")]]
+    return P
+
+
+def test_nested_instance_reads_are_recorded_by_path():
+    """Reading self.cfg.n of a static instance keys on cfg.n (and cfg's class), not on all of cfg."""
+    P = _nested(lambda self, x: x * self.cfg.n)
+    outs = [float(P(jnp.ones(1), cfg, o).f(1.0)) for cfg, o in
+            [(Cfg(1, "a"), "x"), (Cfg(1, "a"), "y"), (Cfg(2, "a"), "x"), (Cfg(1, "b"), "x")]]
     assert outs == [1.0, 1.0, 2.0, 1.0]
+    assert P.f.compile_count == 2
+    assert float(P(jnp.ones(1), OtherCfg(1, "a")).f(1.0)) == 1.0  # another class: compiles
     assert P.f.compile_count == 3
+    change = P.f.recompiles[-1].changes[0]
+    assert (change.path, change.new) == ("self.cfg", "OtherCfg(n=1, label='a')")
+    assert change.read.startswith("read at test_deps_adversarial.py:")
+
+
+def test_nested_instance_used_as_a_whole():
+    """hash(self.cfg) or passing self.cfg on reads all of cfg (but not the other statics)."""
+    P = _nested(lambda self, x: x * (hash(self.cfg) == hash(self.cfg)) * len(self.cfg.label))
+    for cfg, o in [(Cfg(1, "a"), "x"), (Cfg(1, "a"), "y"), (Cfg(2, "a"), "x"), (Cfg(1, "bb"), "x")]:
+        assert float(P(jnp.ones(1), cfg, o).f(1.0)) == len(cfg.label)
+    assert P.f.compile_count == 3
+
+
+def test_nested_instance_kept_past_the_trace():
+    """A custom_vjp rule reading self.cfg.n through a kept nested instance gets each instance's own value."""
+
+    def body(self, x):
+        cfg = self.cfg
+
+        @jax.custom_vjp
+        def g(x):
+            return x
+
+        def fwd(x):
+            return x, None
+
+        def bwd(_, ct):
+            return (ct * cfg.n,)
+
+        g.defvjp(fwd, bwd)
+        return g(x)
+
+    P = _nested(body)
+    a, b = P(jnp.ones(1), Cfg(1)), P(jnp.ones(1), Cfg(5))
+    a.f(1.0)
+    b.f(1.0)
+    assert [float(jax.grad(p.f)(1.0)) for p in (b, a)] == [5.0, 1.0]
+
+
+def test_nested_instance_identity_is_stable_in_a_trace():
+    """self.cfg is self.cfg inside one trace, and isinstance(self.cfg, Cfg) holds."""
+    seen = []
+
+    def body(self, x):
+        seen.append((self.cfg is self.cfg, isinstance(self.cfg, Cfg), self.cfg.__class__ is Cfg))
+        return x
+
+    _nested(body)(jnp.ones(1)).f(1.0)
+    assert seen == [(True, True, True)]

@@ -39,9 +39,10 @@ import sys
 import threading
 from typing import Any, Callable
 
+from ._deps_read import Abort as Abort  # the hit paths catch it
+from ._deps_read import Recorder, Trace, Variant, display, kept, part
 from ._deps_shadow import recording
 from ._explain import Recompile
-from ._freeze import keyable
 from ._spec import SPECS
 from ._state import flat
 from ._variant import Split
@@ -51,48 +52,6 @@ logger = logging.getLogger("staticfield")
 DEPS = ("all", "read")
 _ESCAPED = "self kept past its trace (a callback, a custom_vjp rule or a stored reference)"
 _RETRIES = 8
-
-
-class Abort(BaseException):
-    """Internal: a trace of a shared program read a static on which its keys disagree."""
-
-
-class Variant:
-    """One program family: its ``jax.jit`` entry, base key, read set and installed keys."""
-
-    __slots__ = ("entry", "base", "names", "reads", "keys", "slot", "committed")
-
-    def __init__(self, entry: tuple, base: Any) -> None:
-        self.entry = entry
-        self.base = base
-        self.names: tuple[str, ...] = base.names  # the class's static fields
-        self.reads: dict[str, tuple[Any, str]] = {}  # field -> (keyable base value, how it was read)
-        self.keys: set = {base}  # keys installed on this variant
-        self.slot: tuple | None = None  # where it is in the index
-        self.committed = False  # a trace finished: it may be shared
-
-    def reads_all(self) -> bool:
-        return len(self.reads) == len(self.names)
-
-
-class Recorder:
-    """One trace's reads, reported by the recording ``self``; closed when the trace returns."""
-
-    __slots__ = ("deps", "variant", "open")
-
-    def __init__(self, deps: Deps, variant: Variant) -> None:
-        self.deps, self.variant, self.open = deps, variant, True
-
-    def read(self, name: str, value: Any, how: str) -> None:
-        if name in self.variant.reads:  # all installed keys agree on it
-            return
-        self.deps.extend(self.variant, (name,), f"read at {how}" if how else "read", self.open)
-
-    def read_all(self, what: str, how: str) -> None:
-        if self.variant.reads_all():
-            return
-        text = f"self used as a whole ({what}) at {how}" if how else f"self used as a whole ({what})"
-        self.deps.extend(self.variant, self.variant.names, text, self.open)
 
 
 class Deps:
@@ -124,9 +83,9 @@ class Deps:
 
     def _match(self, key: Any) -> Variant | None:
         state = key.state
-        for (cls, names), table in self.index.items():
+        for (cls, paths), table in self.index.items():
             if cls is key.cls:
-                found = table.get(tuple(keyable(state[n]) for n in names))
+                found = table.get(tuple(part(state, p) for p in paths))
                 if found is not None:
                     return found
         return None
@@ -148,7 +107,7 @@ class Deps:
         with self.lock:
             entry = (self.make_jitted(key, {0: Split(SPECS[obj.__class__], key)}, ()), (0,))
             variant = Variant(entry, key)
-            variant.reads = {n: (keyable(key.state[n]), "") for n in key.names}
+            variant.reads = {p: (part(key.state, p), "") for p in variant.tops}
             self._drop_keys(self.variants.get(key), key)
             self.variants[key] = entry
             self.by_base[key] = variant
@@ -164,34 +123,36 @@ class Deps:
         """Call ``fn`` with a recording ``self``; then check that nothing kept it."""
         with self.lock:
             variant = self.by_base[base]  # made with its jax.jit, by miss or _isolate
-        recorder = Recorder(self, variant)
-        twin = recording(args[0], recorder)
+        trace = Trace(self, variant)
+        twin = recording(args[0], Recorder(trace))
         before = sys.getrefcount(twin)
         call_args = (twin, *args[1:])
         try:
             out = fn(*call_args, **kwargs)
             del call_args
             if sys.getrefcount(twin) > before:
-                self.extend(variant, variant.names, _ESCAPED, True)
+                trace.record(variant.tops, _ESCAPED)
+            for path in kept(trace.nested):
+                trace.record((path,), _ESCAPED.replace("self", display("self", path), 1))
         finally:
-            recorder.open = False
+            trace.open = False
         with self.lock:
             if not variant.committed:
                 variant.committed = True
                 self._reindex(variant)
         return out
 
-    def extend(self, variant: Variant, names: tuple[str, ...], how: str, in_trace: bool) -> None:
-        """Add ``names`` to the read set; evict the keys that disagree (and abort the trace)."""
+    def extend(self, variant: Variant, paths: tuple[tuple[str, ...], ...], how: str, in_trace: bool) -> None:
+        """Add ``paths`` to the read set; evict the keys that disagree (and abort the trace)."""
         with self.lock:
-            new = [n for n in names if n not in variant.reads]
+            new = [p for p in paths if p not in variant.reads]
             if not new:
                 return
             state = variant.base.state
-            for n in new:
-                variant.reads[n] = (keyable(state[n]), how)
+            for p in new:
+                variant.reads[p] = (part(state, p), how)
             evicted = [k for k in variant.keys if k is not variant.base
-                       and any(keyable(k.state[n]) != variant.reads[n][0] for n in new)]
+                       and any(part(k.state, p) != variant.reads[p][0] for p in new)]
             for k in evicted:
                 variant.keys.discard(k)
                 if self.variants.get(k) is variant.entry:
@@ -213,9 +174,9 @@ class Deps:
             variant.slot = None
         if not variant.committed or variant.reads_all():
             return  # only its own key can match it
-        names = tuple(sorted(variant.reads))
-        where = (variant.base.cls, names)
-        values = tuple(variant.reads[n][0] for n in names)
+        paths = tuple(sorted(variant.reads))
+        where = (variant.base.cls, paths)
+        values = tuple(variant.reads[p][0] for p in paths)
         table = self.index.setdefault(where, {})
         if values not in table:
             table[values] = variant
@@ -224,19 +185,20 @@ class Deps:
     # ----- explanations -----------------------------------------------------------------------
     def annotate(self, event: Recompile) -> Recompile:
         """Say where each changed static was read; drop statics no variant read."""
-        prefix = self.self_name + "."
         with self.lock:
             how: dict[str, str] = {}
             for variant in self.by_base.values():
-                for name, (_, text) in variant.reads.items():
-                    how.setdefault(prefix + name, text)
-            statics = {prefix + n for v in self.by_base.values() for n in v.names}
+                for path, (_, text) in variant.reads.items():
+                    how.setdefault(display(self.self_name, path), text)
+            statics = {display(self.self_name, p) for v in self.by_base.values() for p in v.tops}
         changes = []
         for change in event.changes:
             if change.kind == "static" and change.path in statics:
-                if change.path not in how:
+                text = how.get(change.path) or next(
+                    (t for p, t in how.items() if p.startswith(change.path + ".")), "")
+                if not text:
                     continue
-                change = dataclasses.replace(change, read=how[change.path])
+                change = dataclasses.replace(change, read=text)
             changes.append(change)
         if not changes:
             return event

@@ -73,9 +73,8 @@ class _StaticRead:
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
         if obj is None:
             return getattr(self.cls, self.name)
-        value = self.real_dict(obj)[self.name]
-        getattr(obj, RECORDER).read(self.name, value, where())
-        return value
+        # The recorder may hand back a recording twin of a nested instance.
+        return getattr(obj, RECORDER).read(self.name, self.real_dict(obj)[self.name], where())
 
     def __set__(self, obj: Any, value: Any) -> None:
         self.cls.__setattr__(obj, self.name, value)  # the frozen-instance error
