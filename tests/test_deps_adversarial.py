@@ -392,3 +392,26 @@ def test_nested_instance_identity_is_stable_in_a_trace():
 
     _nested(body)(jnp.ones(1)).f(1.0)
     assert seen == [(True, True, True)]
+
+
+def test_key_moved_off_a_program_while_its_call_runs():
+    """A call whose key is moved to another program while it runs is made again on its own program."""
+    other = []
+
+    def body(self, x):
+        if x.shape[0] == 3:
+            other[0].f(jnp.ones(4))  # traces the shared program again, reading k: b is moved off it
+            return x * self.k
+        if x.shape[0] == 4:
+            return x * self.k
+        return x
+
+    P = _class(body)
+    a, b = P(jnp.ones(1), k=1, tag="a"), P(jnp.ones(1), k=3, tag="b")
+    other.append(a)
+    a.f(jnp.ones(2))
+    b.f(jnp.ones(2))
+    assert P.f.compile_count == 1
+    assert np.array_equal(b.f(jnp.ones(3)), [3.0, 3.0, 3.0])
+    assert np.array_equal(P.f(b, jnp.ones(3)), [3.0, 3.0, 3.0])
+    assert np.array_equal(a.f(jnp.ones(3)), [1.0, 1.0, 1.0])

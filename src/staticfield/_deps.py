@@ -27,6 +27,10 @@ any key installed on V what it computes for V's base. The rules that keep it:
   recording ``self`` past the trace (a ``custom_vjp`` rule, a ``jax.debug.callback``,
   a stored reference): checked by reference count before the trace returns to JAX,
   so the program of a trace that let ``self`` escape is never shared.
+- A call returns a result only if its key was still installed on the variant it
+  ran when the call ended: a key moved off a program while the call ran (another
+  thread, or a nested call, traced it again and evicted the key) calls again. So a
+  lookup and the call need not be atomic, and the hit path takes no lock.
 - A read after the trace has finished (which the reference count rules out) still
   marks every static read and evicts the other keys, as a last line of defence.
 """
@@ -57,17 +61,26 @@ _RETRIES = 8
 class Deps:
     """The variants of one ``deps="read"`` method: lookup, tracing with recording, eviction."""
 
-    def __init__(self, variants: dict, make_jitted: Callable[[Any, dict, tuple], Any], self_name: str) -> None:
+    def __init__(self, variants: dict, make_jitted: Callable[[Any, dict, tuple], Any], self_name: str,
+                 not_an_instance: Callable[[Any], Any]) -> None:
         self.variants = variants
         self.make_jitted = make_jitted
         self.self_name = self_name
+        self.not_an_instance = not_an_instance
         self.lock = threading.RLock()
         self.by_base: dict[Any, Variant] = {}
         self.index: dict[tuple, dict[tuple, Variant]] = {}
 
     # ----- misses: look up by the read fields, else a new variant -----------------------
     def miss(self, obj: Any) -> tuple[Any, tuple]:
-        children, key = flat(obj)
+        """The variant's jax.jit for ``obj`` (looked up, or made) and ``obj``'s children."""
+        return self.entry(obj)[0], flat(obj)[0]
+
+    def entry(self, obj: Any) -> tuple:
+        """``variants[key]`` for ``obj``'s key: installed, matched by its reads, or new."""
+        if obj.__class__ not in SPECS:
+            self.not_an_instance(obj)
+        key = flat(obj)[1]
         with self.lock:
             entry = self.variants.get(key)
             if entry is None:
@@ -79,7 +92,7 @@ class Deps:
                     entry = (self.make_jitted(key, {0: Split(SPECS[obj.__class__], key)}, ()), (0,))
                     self.variants[key] = entry
                     self.by_base[key] = Variant(entry, key)
-        return entry[0], children
+        return entry
 
     def _match(self, key: Any) -> Variant | None:
         state = key.state
@@ -91,19 +104,26 @@ class Deps:
         return None
 
     def retry(self, obj: Any, *args: Any, **kwargs: Any) -> Any:
-        """After an ``Abort``: look ``obj``'s variant up again and call it."""
+        """A miss, an ``Abort``, or a key moved during the call: look up again and call."""
+        return self.call(obj, lambda jitted, children: jitted(children, *args, **kwargs))
+
+    def call(self, obj: Any, invoke: Callable[[Any, tuple], Any]) -> Any:
+        """``invoke(jax.jit, children)`` on ``obj``'s variant, until it ran on a variant that
+        ``obj``'s key was still installed on at the end (else on a variant of its own)."""
         for _ in range(_RETRIES):
-            jitted, children = self.miss(obj)
+            entry = self.entry(obj)
+            children, key = flat(obj)
             try:
-                return jitted(children, *args, **kwargs)
+                out = invoke(entry[0], children)
             except Abort:
                 continue
-        jitted, children = self._isolate(obj)
-        return jitted(children, *args, **kwargs)
+            if self.variants.get(key) is entry:
+                return out
+        return invoke(self._isolate(obj)[0], flat(obj)[0])
 
-    def _isolate(self, obj: Any) -> tuple[Any, tuple]:
+    def _isolate(self, obj: Any) -> tuple:
         """A variant of ``obj``'s key alone, never shared (reads every static)."""
-        children, key = flat(obj)
+        key = flat(obj)[1]
         with self.lock:
             entry = (self.make_jitted(key, {0: Split(SPECS[obj.__class__], key)}, ()), (0,))
             variant = Variant(entry, key)
@@ -111,7 +131,7 @@ class Deps:
             self._drop_keys(self.variants.get(key), key)
             self.variants[key] = entry
             self.by_base[key] = variant
-        return entry[0], children
+        return entry
 
     def _drop_keys(self, entry: Any, key: Any) -> None:
         for variant in self.by_base.values():

@@ -18,10 +18,10 @@ from typing import Any, Callable
 
 from . import _describe
 from ._args import check_jit_kwargs, qualname, resolve_donation, resolve_static
-from ._deps import Abort, Deps, check_deps
+from ._deps import Deps, check_deps
 from ._errors import RecompileError
 from ._freeze import StaticArgKey
-from ._hitpath import deps_bound_call, general_call, method_call
+from ._hitpath import deps_bound_call, deps_method_call, general_call, method_call
 from ._spec import SPECS
 from ._state import flat
 from ._tracker import (
@@ -83,10 +83,11 @@ class JitFunction:
                     "static_argnames yet. Make those arguments static fields of self, or use "
                     "the default deps=\"all\"."
                 )
-            self.deps = Deps(self.variants, self._make_jitted, self.names[0])
+            self.deps = Deps(self.variants, self._make_jitted, self.names[0], self._not_an_instance)
         self.call: Callable[..., Any] = (
-            method_call(self.fn, self.variants, self.method_miss, self.deps.retry if self.deps else None)
-            if self.fast else general_call(self.prepare)
+            general_call(self.prepare) if not self.fast
+            else method_call(self.fn, self.variants, self.method_miss) if self.deps is None
+            else deps_method_call(self.fn, self.variants, self.deps.retry)
         )
         # deps="read": obj.method is partial(bound_call, children, key), looked up on each call.
         self.bound_call = deps_bound_call(fn, self.variants, self.deps.retry) if self.deps else None
@@ -133,13 +134,11 @@ class JitFunction:
         return jitted, [children, *args[1:]], kwargs
 
     def _aot(self, what: str, args: tuple, kwargs: dict) -> Any:
-        for _ in range(8):  # deps="read": a trace aborted for a shared program is made again
-            jitted, dyn, kw = self._jax_call(args, kwargs)
-            try:
-                return getattr(jitted, what)(*dyn, **kw)
-            except Abort:
-                continue
-        raise RuntimeError(f"{qualname(self.fn)}: .{what}() kept being aborted; please report this.")
+        if self.deps is not None and args:
+            return self.deps.call(args[0], lambda jitted, children: getattr(jitted, what)(
+                children, *args[1:], **kwargs))
+        jitted, dyn, kwargs = self._jax_call(args, kwargs)
+        return getattr(jitted, what)(*dyn, **kwargs)
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """``jax.jit(...).lower`` for these arguments (ahead-of-time compilation)."""

@@ -139,16 +139,13 @@ def public_function(engine: Any) -> Callable[..., Any]:
     return wrapper
 
 
-def method_call(fn: Callable, variants: dict, miss: Callable[[Any], tuple],
-                retry: Callable[..., Any] | None = None) -> Callable[..., Any]:
+def method_call(fn: Callable, variants: dict, miss: Callable[[Any], tuple]) -> Callable[..., Any]:
     """The hit path of a jit_method: one key lookup, then JAX with the children.
 
     When the method takes only plain positional parameters, the function has that
     exact signature, so both calls are vectorcalls with no *args/**kwargs packing.
-    With ``retry`` (``deps="read"``), a trace aborted because its program is shared
-    (``_deps.Abort``) is called again through ``retry``; a ``try`` costs nothing on a hit.
     """
-    params = plain_positional(fn, reserved=("retry", "Abort") if retry is not None else ())
+    params = plain_positional(fn)
     if params is None:
         signature, forward = "obj, /, *args, **kwargs", "*args, **kwargs"
     else:
@@ -161,44 +158,76 @@ def method_call(fn: Callable, variants: dict, miss: Callable[[Any], tuple],
         "        jitted, _ = variants[key]",
         "    except (KeyError, AttributeError):",
         "        jitted, children = miss(obj)",
+        f"    return jitted(children{', ' if forward else ''}{forward})",
     ]
-    namespace: dict[str, Any] = {"variants": variants, "miss": miss}
-    if retry is None:
-        lines.append(f"    return jitted(children{', ' if forward else ''}{forward})")
-    else:
-        namespace.update(retry=retry, Abort=Abort)
-        lines += [
-            "    try:",
-            f"        return jitted(children{', ' if forward else ''}{forward})",
-            "    except Abort:",
-            f"        return retry(obj{', ' if forward else ''}{forward})",
-        ]
+    namespace = {"variants": variants, "miss": miss}
     return compile_functions(lines, ["call"], namespace, what=f"jit_method hit path of {qualname(fn)}")["call"]
+
+
+_DEPS_NAMES = ("retry", "Abort", "entry", "out")  # more names the deps hit paths use
+
+
+def _deps_tail(rest: str, again: str) -> list[str]:
+    """Call the variant; after an abort, or if the key was moved off this program while
+    the call ran (another thread), call again through ``retry``."""
+    return [
+        "    try:",
+        f"        out = entry[0](children{rest})",
+        "    except Abort:",
+        f"        return retry({again}{rest})",
+        "    if variants.get(key) is entry:",
+        "        return out",
+        f"    return retry({again}{rest})",
+    ]
+
+
+def deps_method_call(fn: Callable, variants: dict, retry: Callable[..., Any]) -> Callable[..., Any]:
+    """The hit path of a ``deps="read"`` jit_method (``Cls.method(obj, ...)``).
+
+    As ``method_call``, plus: a trace aborted because its program is shared
+    (``_deps.Abort``) is called again through ``retry``, and so is a call whose key
+    was moved to another program meanwhile; a ``try`` costs nothing on a hit.
+    """
+    params = plain_positional(fn, reserved=_DEPS_NAMES)
+    if params is None:
+        signature, forward = "obj, /, *args, **kwargs", "*args, **kwargs"
+    else:
+        signature, forward = ", ".join(["obj", *params]), ", ".join(params)
+    rest = f", {forward}" if forward else ""
+    lines = [
+        f"def call({signature}):",
+        "    try:",
+        f"        children, key = obj.{FLAT_ATTR}",
+        "        entry = variants[key]",
+        "    except (KeyError, AttributeError):",
+        f"        return retry(obj{rest})",
+        *_deps_tail(rest, "obj"),
+    ]
+    namespace = {"variants": variants, "retry": retry, "Abort": Abort}
+    return compile_functions(lines, ["call"], namespace, what=f"deps hit path of {qualname(fn)}")["call"]
 
 
 def deps_bound_call(fn: Callable, variants: dict, retry: Callable[..., Any]) -> Callable[..., Any]:
     """What ``obj.method`` of a ``deps="read"`` method calls: ``call(children, key, *args)``.
 
     The key's variant is looked up on each call (a key may be moved to another
-    program), and a trace aborted because its program is shared is called again
-    through ``retry`` with the instance rebuilt from its children and key.
+    program); otherwise as ``deps_method_call``, with the instance rebuilt from its
+    children and key when it must call again.
     """
-    params = plain_positional(fn, reserved=("retry", "Abort", "unflatten"))
+    params = plain_positional(fn, reserved=_DEPS_NAMES)
     if params is None:
         signature, forward = "children, key, /, *args, **kwargs", "*args, **kwargs"
     else:
         signature, forward = ", ".join(["children", "key", *params]), ", ".join(params)
     rest = f", {forward}" if forward else ""
+    again = "SPECS[key.cls].unflatten(key, children)"
     lines = [
         f"def call({signature}):",
         "    try:",
-        "        jitted, _ = variants[key]",
+        "        entry = variants[key]",
         "    except KeyError:",
-        f"        return retry(SPECS[key.cls].unflatten(key, children){rest})",
-        "    try:",
-        f"        return jitted(children{rest})",
-        "    except Abort:",
-        f"        return retry(SPECS[key.cls].unflatten(key, children){rest})",
+        f"        return retry({again}{rest})",
+        *_deps_tail(rest, again),
     ]
     namespace = {"variants": variants, "retry": retry, "Abort": Abort, "SPECS": SPECS}
     return compile_functions(lines, ["call"], namespace, what=f"deps bound method of {qualname(fn)}")["call"]
