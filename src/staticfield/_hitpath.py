@@ -164,7 +164,7 @@ def method_call(fn: Callable, variants: dict, miss: Callable[[Any], tuple]) -> C
     return compile_functions(lines, ["call"], namespace, what=f"jit_method hit path of {qualname(fn)}")["call"]
 
 
-_DEPS_NAMES = ("retry", "Abort", "entry", "out")  # more names the deps hit paths use
+_DEPS_NAMES = ("retry", "Abort", "entry", "out", "get")  # more names the deps hit paths use
 
 
 def _deps_tail(rest: str, again: str) -> list[str]:
@@ -175,7 +175,7 @@ def _deps_tail(rest: str, again: str) -> list[str]:
         f"        out = entry[0](children{rest})",
         "    except Abort:",
         f"        return retry({again}{rest})",
-        "    if variants.get(key) is entry:",
+        "    if get(key) is entry:",
         "        return out",
         f"    return retry({again}{rest})",
     ]
@@ -203,7 +203,7 @@ def deps_method_call(fn: Callable, variants: dict, retry: Callable[..., Any]) ->
         f"        return retry(obj{rest})",
         *_deps_tail(rest, "obj"),
     ]
-    namespace = {"variants": variants, "retry": retry, "Abort": Abort}
+    namespace = {"variants": variants, "get": variants.get, "retry": retry, "Abort": Abort}
     return compile_functions(lines, ["call"], namespace, what=f"deps hit path of {qualname(fn)}")["call"]
 
 
@@ -229,5 +229,5 @@ def deps_bound_call(fn: Callable, variants: dict, retry: Callable[..., Any]) -> 
         f"        return retry({again}{rest})",
         *_deps_tail(rest, again),
     ]
-    namespace = {"variants": variants, "retry": retry, "Abort": Abort, "SPECS": SPECS}
+    namespace = {"variants": variants, "get": variants.get, "retry": retry, "Abort": Abort, "SPECS": SPECS}
     return compile_functions(lines, ["call"], namespace, what=f"deps bound method of {qualname(fn)}")["call"]
