@@ -122,21 +122,26 @@ class Deps:
         return invoke(self._isolate(obj)[0], flat(obj)[0])
 
     def _isolate(self, obj: Any) -> tuple:
-        """A variant of ``obj``'s key alone, never shared (reads every static)."""
+        """A variant of ``obj``'s key alone, never shared (reads every static): the last
+        resort of ``call``. A variant ``obj``'s key was the base of is retired (its keys
+        look up again), so that each base key has one variant."""
         key = flat(obj)[1]
         with self.lock:
+            for variant in list(self.by_base.values()):
+                if variant.base == key or variant.entry is self.variants.get(key):
+                    for k in list(variant.keys) if variant.base == key else [key]:
+                        variant.keys.discard(k)
+                        if self.variants.get(k) is variant.entry:
+                            del self.variants[k]
+                    if variant.base == key:
+                        variant.committed = False
+                        self._reindex(variant)  # out of the index
             entry = (self.make_jitted(key, {0: Split(SPECS[obj.__class__], key)}, ()), (0,))
             variant = Variant(entry, key)
             variant.reads = {p: (part(key.state, p), "") for p in variant.tops}
-            self._drop_keys(self.variants.get(key), key)
             self.variants[key] = entry
             self.by_base[key] = variant
         return entry
-
-    def _drop_keys(self, entry: Any, key: Any) -> None:
-        for variant in self.by_base.values():
-            if variant.entry is entry:
-                variant.keys.discard(key)
 
     # ----- tracing --------------------------------------------------------------------------
     def run(self, fn: Callable[..., Any], base: Any, args: tuple, kwargs: dict) -> Any:
