@@ -415,3 +415,33 @@ def test_key_moved_off_a_program_while_its_call_runs():
     assert np.array_equal(b.f(jnp.ones(3)), [3.0, 3.0, 3.0])
     assert np.array_equal(P.f(b, jnp.ones(3)), [3.0, 3.0, 3.0])
     assert np.array_equal(a.f(jnp.ones(3)), [1.0, 1.0, 1.0])
+
+
+def test_threads_with_shape_dependent_reads_stay_correct():
+    """Threads calling shared programs with new shapes (which read more statics) all get right results."""
+
+    def body(self, x):
+        if x.shape[0] > 2:
+            return x * self.k
+        return x + 0.0 * len(self.tag)  # reads tag only for short inputs
+
+    P = _class(body)
+    instances = [P(jnp.ones(1), k=k, tag=t) for k in (1, 2) for t in ("a", "a2", "bb")]
+    calls = [(p, n) for _ in range(3) for p in instances for n in (1, 2, 3, 4)]
+    barrier = threading.Barrier(8)
+    errors = []
+
+    def worker(i):
+        barrier.wait()
+        for p, n in calls[i::8]:
+            got = np.asarray(p.f(jnp.ones(n)))
+            want = np.full(n, float(p.k) if n > 2 else 1.0)
+            if not np.array_equal(got, want):
+                errors.append((p.k, p.tag, n, got))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
