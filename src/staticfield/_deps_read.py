@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from ._deps_shadow import recording
-from ._freeze import keyable
+from ._keys import keyable
 from ._spec import SPECS
 
 
