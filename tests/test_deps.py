@@ -93,6 +93,14 @@ def test_explanation_names_the_read_and_its_line():
     assert "self.scale: 2.0 → 3.0 (static; read at test_deps.py:" in str(event)
 
 
+def test_explanation_leaves_out_statics_no_variant_read():
+    """A recompile whose instance also changed unread statics names only the read one."""
+    Model, _ = _model()
+    Model(jnp.ones(2), mode="b", scale=2.0, name="first").apply(1.0)
+    Model(jnp.ones(2), mode="b", scale=3.0, name="second").apply(1.0)
+    assert [c.path for c in Model.apply.recompiles[-1].changes] == ["self.scale"]
+
+
 def test_explanation_of_a_whole_instance_use():
     """When the method used self as a whole, the explanation says how and where."""
 

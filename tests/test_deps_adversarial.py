@@ -445,3 +445,25 @@ def test_threads_with_shape_dependent_reads_stay_correct():
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_a_class_that_refuses_subclasses_reads_everything():
+    """When a user's __init_subclass__ refuses the recording subclass, every static counts as read."""
+
+    @sf.dataclass
+    class Strict:
+        w: jax.Array
+        tag: sf.Static[str] = "t"
+        other: sf.Static[int] = 0
+
+        def __init_subclass__(cls, **kwargs):
+            raise TypeError("Strict takes no subclasses")
+
+        @sf.jit_method(deps="read", warn_compiles=None)
+        def f(self, x):
+            return x * len(self.tag)
+
+    outs = [float(Strict(jnp.ones(1), t, o).f(1.0)) for t, o in [("a", 0), ("a", 1), ("bb", 0)]]
+    assert outs == [1.0, 1.0, 2.0]
+    assert Strict.f.compile_count == 3  # nothing shared, and every result right
+    assert "(static; self not recorded (its class refused a recording subclass))" in str(Strict.f.recompiles[-1])

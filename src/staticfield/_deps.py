@@ -55,6 +55,7 @@ logger = logging.getLogger("staticfield")
 
 DEPS = ("all", "read")
 _ESCAPED = "self kept past its trace (a callback, a custom_vjp rule or a stored reference)"
+_UNRECORDED = "self not recorded (its class refused a recording subclass)"
 _RETRIES = 8
 
 
@@ -150,6 +151,10 @@ class Deps:
             variant = self.by_base[base]  # made with its jax.jit, by miss or _isolate
         trace = Trace(self, variant)
         twin = recording(args[0], Recorder(trace))
+        if twin is None:
+            trace.record(variant.tops, _UNRECORDED)
+            trace.open = False
+            return fn(*args, **kwargs)
         before = sys.getrefcount(twin)
         call_args = (twin, *args[1:])
         try:

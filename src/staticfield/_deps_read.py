@@ -97,7 +97,11 @@ class Recorder:
         self.trace.record(((*path, CLASS),), text)
         twin = self.trace.nested.get(path)
         if twin is None:
-            twin = self.trace.nested[path] = recording(value, Recorder(self.trace, path))
+            twin = recording(value, Recorder(self.trace, path))
+            if twin is None:  # not recordable: read as a whole
+                self.trace.record((path,), text)
+                return value
+            self.trace.nested[path] = twin
         return twin
 
     def read_all(self, what: str, how: str) -> None:

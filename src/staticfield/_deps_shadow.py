@@ -166,8 +166,13 @@ def recording_class(cls: type) -> type:
 
 
 def recording(obj: Any, recorder: Any) -> Any:
-    """A recording twin of ``obj`` (same fields and cached entries) reporting to ``recorder``."""
-    made = recording_class(obj.__class__)
+    """A recording twin of ``obj`` (same fields and cached entries) reporting to ``recorder``;
+    ``None`` when its class cannot have a recording subclass (a user's ``__init_subclass__``
+    refused it): the caller then counts every static as read."""
+    try:
+        made = recording_class(obj.__class__)
+    except Exception:  # noqa: BLE001 - recording is optional; reading everything is always sound
+        return None
     twin: Any = object.__new__(made)
     _real_dict_getter(obj.__class__)(twin).update(obj.__dict__)
     made.__dict__[RECORDER].__set__(twin, recorder)

@@ -54,6 +54,8 @@ class Change:
 
     ``kind`` is one of ``"static"``, ``"shape"``, ``"dtype"``, ``"weak_type"``,
     ``"structure"``, ``"sharding"``, ``"static_arg"``; ``old``/``new`` are short strings.
+    ``read`` says, for a ``deps="read"`` method, where it read this static
+    (``"read at model.py:14"``); it is empty otherwise.
     """
 
     path: str
