@@ -232,3 +232,24 @@ def test_sf_jit_refuses_deps():
         sf.jit(free, deps="read")
     with pytest.raises(TypeError, match=r"sf.jit does not take deps="):
         sf.jit(deps="read")
+
+
+def test_wrapper_is_transparent():
+    """A deps="read" method carries the user's name, doc and signature, bound and unbound."""
+    import inspect
+
+    @sf.dataclass
+    class P:
+        w: jax.Array
+        tag: sf.Static[str] = "t"
+
+        @sf.jit_method(deps="read")
+        def f(self, x, y):
+            """Doc of f."""
+            return self.w * x + y
+
+    p = P(jnp.ones(1))
+    assert (P.f.__name__, P.f.__doc__, p.f.__name__, p.f.__doc__) == ("f", "Doc of f.", "f", "Doc of f.")
+    assert list(inspect.signature(p.f).parameters) == ["x", "y"]
+    assert p.f == P(jnp.ones(1)).f and hash(p.f) == hash(P(jnp.ones(1)).f)
+    assert float(p.f(1.0, 1.0)[0]) == 2.0 and float(P.f(p, 1.0, 1.0)[0]) == 2.0
