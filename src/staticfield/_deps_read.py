@@ -110,7 +110,7 @@ class Recorder:
         if not self.prefix:
             self.trace.record(self.trace.variant.tops, f"self used as a whole ({what}){where}")
         else:
-            name = display("self", self.prefix)
+            name = display(self.trace.deps.self_name, self.prefix)
             self.trace.record((self.prefix,), f"{name} used as a whole ({what}){where}")
 
 
