@@ -28,3 +28,10 @@ def test_readme_names_the_commands():
     text = README.read_text()
     for command in ("make demo", "make test", "make bench"):
         assert f"`{command}`" in text
+
+
+def test_readme_says_how_to_choose_the_python_and_start_over():
+    """The README shows how to pick the Python the venv is made from, and how to start over."""
+    text = README.read_text()
+    assert "`PYTHON=python3.12 make test`" in text
+    assert "`make clean`" in text
