@@ -30,7 +30,7 @@ test: venv
 
 docs: venv
 	$(PIP) install -e '.[docs]'
-	$(VENV)/bin/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict  # see mkdocs.yml: theme
 
 bench: venv
 	$(PIP) install -e '.[bench]'
