@@ -134,11 +134,16 @@ def body(results: Results, targets: list[Target], machine: dict[str, Any],
     if results.select(stacking.STACK):
         out += ["", f"{h} 5. stacking {cfg.stack_size} instances", ""]
         out += _table(results.select(stacking.STACK), stacking.BY_HAND)
+    notes = [f"- {n}" for n in results.notes]
+    compile_s = results.extra.get("variants_compile_s")
+    if compile_s:
+        notes.append(
+            f"- Tracing and compiling the {max(cfg.variants)} cached static variants of case 3 "
+            "(set-up, not timed) took "
+            + ", ".join(f"{seconds:g} s for {name}" for name, seconds in compile_s.items()) + "."
+        )
     out += ["", f"{h} Notes", ""]
-    out += [f"- {n}" for n in results.notes] or ["- none"]
-    for k, v in results.extra.items():
-        if k not in ("variants_worst_index",):
-            out.append(f"- {k}: {v}")
+    out += notes or ["- none"]
     return out
 
 
