@@ -11,7 +11,7 @@ import os
 import tempfile
 from typing import Sequence
 
-CASES = ("dispatch", "variants", "fields", "stack")
+CASES = ("dispatch", "variants", "fields", "stack", "nested")
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS_DIR = os.path.join(HERE, "results")
 DOC_PAGE = os.path.join(os.path.dirname(HERE), "docs", "performance.md")

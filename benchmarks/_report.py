@@ -8,7 +8,7 @@ import os
 import shutil
 from typing import Any
 
-from . import dispatch, fields, stacking, variants
+from . import dispatch, fields, nested, stacking, variants
 from ._harness import Results, Row, fmt_us
 from ._plots import plots
 from ._targets import Target
@@ -134,6 +134,13 @@ def body(results: Results, targets: list[Target], machine: dict[str, Any],
     if results.select(stacking.STACK):
         out += ["", f"{h} 5. stacking {cfg.stack_size} instances", ""]
         out += _table(results.select(stacking.STACK), stacking.BY_HAND)
+    if results.select(nested.NESTED):
+        best, best_name = nested.best_anchor(results)
+        out += ["", f"{h} 6. a {nested.LAYERS}-layer model: jitted update, then a method call", "",
+                "One training-style step: a jitted update takes the model and returns a new one "
+                f"({nested.LAYERS} layers, each an instance with two arrays and a static), then a "
+                "jitted method runs on the new model. µs per step.", ""]
+        out += _table(results.select(nested.NESTED), best_name or nested.OURS)
     notes = [f"- {n}" for n in results.notes]
     compile_s = results.extra.get("variants_compile_s")
     if compile_s:

@@ -7,7 +7,7 @@ import dataclasses
 import json
 import time
 
-from . import dispatch, fields, stacking, variants
+from . import dispatch, fields, nested, stacking, variants
 from ._harness import Config, Results, Row, load_average, machine
 from ._report import update_docs, write
 from ._targets import evaluate
@@ -17,6 +17,7 @@ RUNNERS = {
     "variants": variants.run,
     "fields": fields.run,
     "stack": stacking.run,
+    "nested": nested.run,
 }
 
 

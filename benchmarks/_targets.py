@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import dispatch, fields, variants
+from . import dispatch, fields, nested, variants
 from ._harness import Results
 
 
@@ -87,4 +87,11 @@ def evaluate(results: Results) -> list[Target]:
         num, den = g(op, k, fields.OURS), g(op, k, den_name)
         out.append(Target(f"{label} ({k} fields)", bound, True, _ratio(num, den),
                           _why((fields.OURS, num), (den_name, den))))
+
+    ours_step = g(nested.NESTED, nested.LAYERS, nested.OURS)
+    best, best_name = nested.best_anchor(results)
+    out.append(Target(f"{nested.LAYERS}-layer model step / best of flax.struct, equinox", 1.05, True,
+                      _ratio(ours_step, best),
+                      _why((nested.OURS, ours_step), ("flax.struct or equinox", best))
+                      or f"(best anchor: {best_name})"))
     return out

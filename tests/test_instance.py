@@ -237,7 +237,7 @@ def test_repr_summarises_arrays():
     """repr shows arrays as dtype+shape and static values as their repr."""
     assert repr(Params(jnp.ones(2, jnp.float32), 2)) == "Params(x=f32[2], a=2)"
     assert repr(Params(jnp.ones((2, 3), jnp.int32), 5)) == "Params(x=i32[2,3], a=5)"
-    assert repr(Params(jnp.ones((), jnp.bfloat16))) == "Params(x=bf16[], a=2)"
+    assert repr(Params(jnp.ones((), jnp.bfloat16))) == "Params(x=bf16[](1.0), a=2)"
     assert repr(Params(np.ones(2, bool))) == "Params(x=bool[2], a=2)"
 
 

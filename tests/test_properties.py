@@ -67,8 +67,8 @@ static_value = st.recursive(
 field_names = st.from_regex(r"[a-z][a-z0-9_]{0,6}", fullmatch=True).filter(
     lambda n: not keyword.iskeyword(n)
 )
-# Four ways to declare a field: dynamic, and three ways to make it static.
-KINDS = ("dynamic", "sf.static", "Static[T]", "metadata")
+# Five ways to declare a field: dynamic, and four ways to make it static.
+KINDS = ("dynamic", "sf.static", "Static[T]", "metadata", "pytree_node")
 
 
 @st.composite
@@ -89,9 +89,12 @@ def make_class(layout):
             namespace[name] = sf.static()
         elif kind == "Static[T]":
             annotations[name] = sf.Static[object]
-        else:
+        elif kind == "metadata":
             annotations[name] = object
             namespace[name] = dataclasses.field(metadata={"static": True})
+        else:
+            annotations[name] = object
+            namespace[name] = dataclasses.field(metadata={"pytree_node": False})
     namespace["__annotations__"] = annotations
     namespace["__module__"] = __name__
     return sf.dataclass(type("Gen", (), namespace))
@@ -211,3 +214,28 @@ def test_compile_count_under_value_and_static_changes(case):
     if statics:
         jf(sf.replace(obj, **{statics[0]: ("changed", values[statics[0]])}))
         assert traces == 2
+
+
+@SETTINGS
+@given(instances())
+def test_every_construction_path_agrees(case):
+    """__init__, __init__ again, sf.replace, copy, deepcopy (pickle's protocol) and unflatten
+    all give an instance equal to a fresh one, with the same static key and the same leaves."""
+    cls, _, values, obj = case
+    fresh = cls(**values)
+    again = cls(**values)
+    again.__init__(**values)
+    made = [
+        again,
+        sf.replace(obj),
+        obj.replace(),
+        copy.copy(obj),
+        copy.deepcopy(obj),
+        jax.tree_util.tree_unflatten(*reversed(jax.tree_util.tree_flatten(obj))),
+    ]
+    treedef = jax.tree_util.tree_structure(fresh)
+    for other in made:
+        assert type(other) is cls
+        assert other == fresh and hash(other) == hash(fresh)
+        assert jax.tree_util.tree_structure(other) == treedef
+        assert len(jax.tree_util.tree_leaves(other)) == len(jax.tree_util.tree_leaves(fresh))

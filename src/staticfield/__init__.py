@@ -7,6 +7,7 @@ compile only when something really changed, and explain every recompile.
 
 from ._decorator import dataclass as dataclass
 from ._errors import RecompileError as RecompileError
+from ._errors import StaticFieldWarning as StaticFieldWarning
 from ._explain import Change as Change
 from ._explain import Recompile as Recompile
 from ._field import Static as Static
@@ -25,6 +26,7 @@ from ._spec import dynamic_fields as dynamic_fields
 from ._spec import fields as fields
 from ._spec import static_fields as static_fields
 from ._stack import stack as stack
+from ._struct import Struct as Struct
 from ._stack import unstack as unstack
 
 __version__ = "0.1.0"
@@ -35,6 +37,8 @@ __all__ = [
     "Recompile",
     "RecompileError",
     "Static",
+    "StaticFieldWarning",
+    "Struct",
     "dataclass",
     "dynamic_fields",
     "field",

@@ -18,6 +18,7 @@ import jax
 from ._args import qualname
 from ._jit import JitFunction
 from ._spec import SPECS
+from ._state import cache_binding
 
 
 class JitMethod:
@@ -53,8 +54,8 @@ class JitMethod:
         bound = BoundMethod(jitted, children)
         bound.engine = self._jit
         bound.key = key
-        if self._name is not None:
-            obj.__dict__[self._name] = bound  # immutable instance: bind once
+        if self._name is not None:  # immutable instance: bind once
+            cache_binding(obj, self._name, self, bound)
         return bound
 
     def __getattr__(self, name: str) -> Any:

@@ -1,24 +1,28 @@
-"""Generated ``__init__``, flatten and unflatten: one ``exec`` per class.
+"""Generated ``__init__``, flatten and unflatten: one compile per class, through ``_gen``.
 
-The source looks like the code a careful person would write by hand; it is kept
-in ``linecache`` (so tracebacks, pdb and ``inspect.getsource`` show it) and on
-each function as ``__source__``.
+The source looks like the code a careful person would write by hand; ``_gen``
+keeps it in ``linecache`` (so tracebacks, pdb and ``inspect.getsource`` show it)
+and on each function as ``__source__``. What the functions write into an
+instance follows the rules, and the table, of ``_state``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import linecache
+import operator
 import sys
 from typing import Any, Callable
 
 import jax
 
-from ._freeze import ATOMIC, StaticKey, freeze
-from ._spec import FLAT_ATTR, INITIALIZING, KEY_ATTR, LEAF_OK, SPEC_ATTR, Spec, bad_subclass, check_dynamic, finish
+from . import _state
+from ._checks import LEAF_OK, check_dynamic
+from ._freeze import ATOMIC, freeze
+from ._gen import compile_functions
+from ._keys import StaticKey
+from ._spec import Spec
+from ._state import FLAT_ATTR, KEY_ATTR
 
-_counter = itertools.count()
 _INTERN = frozenset({int, str, bool, bytes, float, type(None)})
 
 
@@ -30,25 +34,14 @@ class _HasFactory:
 HAS_FACTORY = _HasFactory()
 
 
-def _run_post_init(obj: Any, *initvars: Any) -> None:
-    i = id(obj)
-    INITIALIZING.add(i)
-    try:
-        obj.__post_init__(*initvars)
-    finally:
-        INITIALIZING.discard(i)
-    finish(obj, convert=False)
-
-
 def _init_lines(spec: Spec, initvars: list[dataclasses.Field], ns: dict[str, Any]) -> list[str]:
     """Source lines of ``__init__`` (signature first)."""
     cls = spec.cls
     positional, kw_only, body = [], [], []
-    body.append(
-        "    if __sf_self.__class__ is not __sf_cls and __sf_SPEC not in __sf_self.__class__.__dict__:"
-    )
-    body.append("        __sf_bad_subclass(__sf_self, __sf_cls)")
     body.append("    __sf_d = __sf_self.__dict__")
+    body.append("    __sf_mode = 0")
+    body.append("    if __sf_self.__class__ is not __sf_cls or __sf_d:")
+    body.append("        __sf_mode = __sf_prepare(__sf_self, __sf_cls)")
     params = [f for f in spec.fields if f.init] + initvars
     seen_default = None
     for f in params:
@@ -83,7 +76,7 @@ def _init_lines(spec: Spec, initvars: list[dataclasses.Field], ns: dict[str, Any
                 ns[f"__sf_factory_{name}"] = f.default_factory
                 body.append(f"    {name} = __sf_factory_{name}()")
             else:
-                continue  # must be set by __post_init__; finish() checks it
+                continue  # must be set by __post_init__; the seal checks it
         if name in spec.converters:
             ns[f"__sf_conv_{name}"] = spec.converters[name]
             body.append(f"    {name} = __sf_conv_{name}({name})")
@@ -94,6 +87,9 @@ def _init_lines(spec: Spec, initvars: list[dataclasses.Field], ns: dict[str, Any
             body.append(f"    if {name}.__class__ not in __sf_LEAF_OK:")
             body.append(f"        __sf_check_dynamic(__sf_cls, {name!r}, {name})")
         body.append(f"    __sf_d[{name!r}] = {name}")
+    args = "".join(f"{f.name}, " for f in initvars)
+    body.append("    if __sf_mode:")
+    body.append(f"        return __sf_finish_other(__sf_self, __sf_mode, ({args}))")
     if spec.constant_key is not None:
         body.append(f"    __sf_d[{KEY_ATTR!r}] = __sf_KEY0")
         if all(f.init or f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
@@ -101,8 +97,7 @@ def _init_lines(spec: Spec, initvars: list[dataclasses.Field], ns: dict[str, Any
             reads = "".join(f"{n}, " for n in spec.dynamic_names)
             body.append(f"    __sf_d[{FLAT_ATTR!r}] = ({reads}), __sf_KEY0")
     if hasattr(cls, "__post_init__"):
-        args = "".join(f", {f.name}" for f in initvars)
-        body.append(f"    __sf_run_post_init(__sf_self{args})")
+        body.append(f"    __sf_build(__sf_self, __sf_self.__post_init__, ({args}))")
     else:
         uninit = [f.name for f in spec.fields if not f.init and f.default is dataclasses.MISSING
                   and f.default_factory is dataclasses.MISSING]
@@ -112,6 +107,8 @@ def _init_lines(spec: Spec, initvars: list[dataclasses.Field], ns: dict[str, Any
                 "and no default, and the class has no __post_init__ to set them. Give them a "
                 "default or default_factory, or set them in __post_init__."
             )
+        if spec.check_inits:
+            body.append("    __sf_check_init(__sf_spec, __sf_self)")
     sig = ", ".join(["__sf_self", *positional, *(["*", *kw_only] if kw_only else [])])
     return [f"def __init__({sig}):", *body]
 
@@ -130,11 +127,11 @@ def _make_key_lines(spec: Spec) -> list[str]:
     lines = ["def make_key(o):", "    __sf_d = o.__dict__"]
     lines += [f"    {v} = __sf_d[{n!r}]" for v, n in zip(values, names)]
     internable = " and ".join(
-        f"({v}.__class__ in __sf_INTERN and ({v}.__class__ is not float or ({v} == {v} and {v} != 0.0)))"
+        f"({v}.__class__ in __sf_INTERN and ({v}.__class__ is not __sf_float or ({v} == {v} and {v} != 0.0)))"
         for v in values
     )
     probe = "".join(f"{v}, {v}.__class__, " for v in values)
-    make = f"__sf_StaticKey(__sf_cls, __sf_static_names, ({', '.join(values)},), {KEY_ATTR!r})"
+    make = f"__sf_StaticKey(__sf_cls, __sf_static_names, ({', '.join(values)},))"
     lines += [
         f"    if {internable}:",
         f"        probe = ({probe})",
@@ -170,6 +167,7 @@ def _pytree_lines(spec: Spec) -> list[str]:
         "    o = __sf_new(__sf_cls)",
         "    __sf_d = o.__dict__",
         "    __sf_d.update(k.state)",
+        f"    __sf_d[{KEY_ATTR!r}] = k",
     ]
     if dyn:
         targets = "".join(f"__sf_d[{n!r}], " for n in dyn)
@@ -180,23 +178,27 @@ def _pytree_lines(spec: Spec) -> list[str]:
 
 
 def generate(spec: Spec, initvars: list[dataclasses.Field], make_init: bool) -> dict[str, Callable]:
-    """Build the class's generated functions with one ``exec``; return them by name."""
+    """Build the class's generated functions with one compile; return them by name."""
     ns: dict[str, Any] = {
         "__sf_cls": spec.cls,
-        "__sf_SPEC": SPEC_ATTR,
-        "__sf_bad_subclass": bad_subclass,
+        "__sf_spec": spec,
+        "__sf_prepare": _state.prepare,
+        "__sf_finish_other": _state.finish_other,
+        "__sf_build": _state.build,
+        "__sf_check_init": _state.check_init,
         "__sf_ATOMIC": ATOMIC,
         "__sf_LEAF_OK": LEAF_OK,
         "__sf_freeze": freeze,
         "__sf_check_dynamic": check_dynamic,
         "__sf_HAS_FACTORY": HAS_FACTORY,
         "__sf_KEY0": spec.constant_key,
-        "__sf_run_post_init": _run_post_init,
         "__sf_new": object.__new__,
         "__sf_StaticKey": StaticKey,
         "__sf_static_names": spec.static_names,
         "__sf_INTERN": _INTERN,
         "__sf_keys": {},
+        "__sf_len": len,
+        "__sf_float": float,
     }
     for i, n in enumerate(spec.dynamic_names):
         ns[f"__sf_K_{i}"] = jax.tree_util.GetAttrKey(n)
@@ -204,24 +206,21 @@ def generate(spec: Spec, initvars: list[dataclasses.Field], make_init: bool) -> 
     if make_init:
         lines += ["", *_init_lines(spec, initvars, ns)]
     names = ["make_key", "flatten_with_keys", "flat", "unflatten"] + (["__init__"] if make_init else [])
-    # Like stdlib dataclasses: the functions are made by a factory whose parameters are
-    # the helpers (closures, fast to read), while their __globals__ is the class's module,
-    # so annotations in __init__ resolve there (beartype, jaxtyping, get_type_hints).
-    inner = "".join(f"    {line}\n" if line else "\n" for line in lines)
-    returned = ", ".join(f"{n!r}: {n}" for n in names)
-    source = f"def __sf_create__({', '.join(ns)}):\n{inner}    return {{{returned}}}\n"
-    filename = f"<staticfield generated {spec.cls.__module__}.{spec.cls.__qualname__} #{next(_counter)}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    # Like stdlib dataclasses, the functions' __globals__ is the class's module, so
+    # annotations in __init__ resolve there (beartype, jaxtyping, get_type_hints);
+    # _gen passes every helper and builtin in as a closure variable.
     module = sys.modules.get(spec.cls.__module__)
-    local: dict[str, Any] = {}
-    exec(compile(source, filename, "exec"), module.__dict__ if module else {}, local)  # noqa: S102
-    out = local["__sf_create__"](**ns)
+    out = compile_functions(
+        lines, names, ns, what=f"{spec.cls.__module__}.{spec.cls.__qualname__}",
+        module_globals=module.__dict__ if module else None,
+    )
     for name, fn in out.items():
-        fn.__source__ = source
         fn.__qualname__ = f"{spec.cls.__qualname__}.{name}"
+    out["flatten"] = operator.attrgetter(FLAT_ATTR)
     if make_init:
         annotations = {f.name: f.type for f in spec.fields if f.init}
         annotations.update({f.name: f.type for f in initvars})
         annotations["return"] = None
         out["__init__"].__annotations__ = annotations
+        out["__init__"].__staticfield_generated__ = True
     return out

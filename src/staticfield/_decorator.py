@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import sys
@@ -11,11 +12,12 @@ from typing import Any, Callable, TypeVar, overload
 import jax
 from typing_extensions import dataclass_transform
 
-from . import _display, _errors, _instance
+from . import _display, _errors, _instance, _state
 from ._codegen import generate
-from ._field import CONVERTER, SHARDING, STATIC, annotation_is_static, field, static
+from ._field import CONVERTER, SHARDING, STATIC, annotation_is_static, field, is_static, static
 from ._freeze import freeze
-from ._spec import FLAT_ATTR, INITIALIZING, KEY_ATTR, SPEC_ATTR, Spec, bad_subclass, finish, register
+from ._spec import SPEC_ATTR, Spec, register
+from ._state import FLAT_ATTR, KEY_ATTR
 
 C = TypeVar("C", bound=type)
 
@@ -38,13 +40,27 @@ def _static_annotations(cls: type) -> frozenset[str]:
     )
 
 
+def _inherited_static_annotations(cls: type) -> frozenset[str]:
+    """``Static[T]`` fields declared on undecorated (plain stdlib dataclass) bases, whose
+    Field objects carry no static mark of their own."""
+    names: set[str] = set()
+    for base in cls.__mro__[1:]:
+        if SPEC_ATTR not in base.__dict__ and "__dataclass_fields__" in base.__dict__:
+            names |= _static_annotations(base)
+    return frozenset(names)
+
+
 def _mark_static_annotations(cls: type, static_names: frozenset[str]) -> None:
-    """Record ``x: Static[T]`` as static metadata on the dataclass field."""
+    """Record ``x: Static[T]`` as static metadata on the dataclass field (a copy, where the
+    Field object is a base's)."""
+    fields = cls.__dict__["__dataclass_fields__"]
     for name in static_names:
-        f = cls.__dict__["__dataclass_fields__"].get(name)
+        f = fields.get(name)
         if f is None or f._field_type is not dataclasses._FIELD:  # type: ignore[attr-defined]
             continue
         if not f.metadata.get(STATIC, False):
+            if name not in cls.__dict__.get("__annotations__", {}):
+                f = fields[name] = copy.copy(f)
             f.metadata = types.MappingProxyType({**f.metadata, STATIC: True})
 
 
@@ -60,7 +76,7 @@ class _Constant:
         return self.value
 
     def __repr__(self) -> str:
-        return f"<constant {_instance.summary(self.value)}>"
+        return f"<constant {_display.summary(self.value)}>"
 
 
 def _prepare_defaults(cls: type, static_names: frozenset[str]) -> None:
@@ -74,7 +90,7 @@ def _prepare_defaults(cls: type, static_names: frozenset[str]) -> None:
         default = f.default if f is not None else value
         if default is dataclasses.MISSING:
             continue
-        static = (f is not None and f.metadata.get(STATIC, False)) or name in static_names
+        static = (f is not None and is_static(f)) or name in static_names
         if static:
             frozen = freeze(default, f"{cls.__qualname__}.{name}", name)
             if f is not None:
@@ -95,28 +111,76 @@ def _check_field_options(cls: type) -> None:
         if conv is not None and not callable(conv):
             what = type(conv).__name__
             raise TypeError(_errors.BAD_CONVERTER.format(cls=cls.__qualname__, field=f.name, type=what))
-        if f.metadata.get(STATIC, False) and f.metadata.get(SHARDING) is not None:
+        if is_static(f) and f.metadata.get(SHARDING) is not None:
             raise TypeError(_errors.STATIC_SHARDING.format(cls=cls.__qualname__, field=f.name))
 
 
 def _wrap_custom_init(user_init: Callable[..., None], cls: type) -> Callable[..., None]:
+    """``cls.__init__`` for a user-written ``__init__`` (the class's own, or inherited)."""
+    init_custom = _state.init_custom
+
     @functools.wraps(user_init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        if self.__class__ is not cls and SPEC_ATTR not in self.__class__.__dict__:
-            bad_subclass(self, cls)
-        i = id(self)
-        outermost = i not in INITIALIZING
-        INITIALIZING.add(i)
-        try:
-            user_init(self, *args, **kwargs)
-        finally:
-            if outermost:
-                INITIALIZING.discard(i)
-        if outermost:
-            finish(self, convert=True)
+        init_custom(cls, user_init, self, args, kwargs)
 
     __init__.__staticfield_custom_init__ = True  # type: ignore[attr-defined]
     return __init__
+
+
+def _is_generated_init(fn: Any, owner: type) -> bool:
+    """Whether ``fn``, found on ``owner``, is a generated ``__init__`` (ours or stdlib's)."""
+    if getattr(fn, "__staticfield_generated__", False) or fn is object.__init__:
+        return True
+    code = getattr(fn, "__code__", None)
+    return (
+        "__dataclass_fields__" in owner.__dict__
+        and code is not None
+        and code.co_filename.startswith("<")
+    )
+
+
+def _user_init(cls: type) -> Callable[..., None] | None:
+    """The user-written ``__init__`` the class uses: its own, or (equinox's rule) the one it
+    inherits when it defines none; ``None`` where a generated one is right."""
+    for klass in cls.__mro__:
+        fn = klass.__dict__.get("__init__")
+        if fn is None:
+            continue
+        if getattr(fn, "__staticfield_custom_init__", False):
+            return fn.__wrapped__  # type: ignore[no-any-return]
+        return None if _is_generated_init(fn, klass) else fn
+    return None
+
+
+def _was_stdlib_dataclass(cls: type) -> bool:
+    return "__dataclass_fields__" in cls.__dict__ and SPEC_ATTR not in cls.__dict__
+
+
+def _restore_stdlib_fields(cls: type) -> None:
+    """``@sf.dataclass`` over a stdlib dataclass: put its Field objects back in the class
+    body, so that processing it again keeps their metadata (static marks, converters)."""
+    for name, f in cls.__dict__["__dataclass_fields__"].items():
+        if name in cls.__dict__.get("__annotations__", {}):
+            setattr(cls, name, f)
+    for name in ("__eq__", "__hash__", "__repr__", "__setattr__", "__delattr__", "__init__"):
+        fn = cls.__dict__.get(name)
+        if fn is not None and _is_generated_init(fn, cls):  # generated by stdlib, not the user
+            delattr(cls, name)
+    if cls.__dict__.get("__hash__", 0) is None:
+        delattr(cls, "__hash__")
+
+
+def _has_own_replace(cls: type) -> bool:
+    """The class (or a decorated base) defines its own ``replace``: keep it. A stub on an
+    undecorated base (``flax.struct.PyTreeNode`` style) does not count."""
+    for klass in cls.__mro__:
+        fn = klass.__dict__.get("replace")
+        if fn is None:
+            continue
+        if klass is cls:
+            return fn is not _instance._replace_method
+        return SPEC_ATTR in klass.__dict__ and fn is not _instance._replace_method
+    return False
 
 
 def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_args: bool, check: bool) -> C:
@@ -127,9 +191,11 @@ def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_arg
     for reserved in (KEY_ATTR, FLAT_ATTR):
         if reserved in cls.__dict__.get("__annotations__", {}):
             raise TypeError(f"{cls.__qualname__}: the field name {reserved!r} is reserved by staticfield.")
-    user_init = cls.__dict__.get("__init__")
-    if user_init is not None and getattr(user_init, "__staticfield_custom_init__", False):
-        user_init = None
+    if "__slots__" in cls.__dict__:
+        raise TypeError(_errors.SLOTS.format(cls=cls.__qualname__))
+    if _was_stdlib_dataclass(cls):
+        _restore_stdlib_fields(cls)
+    user_init = _user_init(cls)
     static_annotated = _static_annotations(cls)
     _prepare_defaults(cls, static_annotated)
     try:
@@ -144,7 +210,7 @@ def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_arg
             "one would leak changes between them). Pass default_factory=..., or for a "
             "NumPy array default use a jax array or make the field static."
         ) from None
-    _mark_static_annotations(cls, static_annotated)
+    _mark_static_annotations(cls, static_annotated | _inherited_static_annotations(cls))
     _check_field_options(cls)
     all_fields = cls.__dict__["__dataclass_fields__"]
     initvars = [f for f in all_fields.values() if f._field_type is dataclasses._FIELD_INITVAR]  # type: ignore[attr-defined]
@@ -159,7 +225,7 @@ def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_arg
     own = cls.__dict__
     methods = dict(_instance.METHODS)
     if repr:
-        methods["__repr__"] = _instance.__repr__
+        methods["__repr__"] = _display.__repr__
         if "__repr__" not in own:  # a class's own __repr__ is what IPython should show too
             methods["_repr_pretty_"] = _display._repr_pretty_
             methods["__treescope_repr__"] = _display.__treescope_repr__
@@ -168,8 +234,9 @@ def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_arg
     for name, fn in methods.items():
         if name not in own or (name == "__hash__" and own[name] is None):
             setattr(cls, name, fn)
-    if not hasattr(cls, "replace") and "replace" not in spec.name_set:
+    if not _has_own_replace(cls) and "replace" not in spec.name_set:
         cls.replace = _instance._replace_method  # type: ignore[attr-defined]
+    _state.install(spec)
     register(spec, generated)
     return cls
 

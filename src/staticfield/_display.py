@@ -1,4 +1,5 @@
-"""Rich display: IPython's pretty printer and treescope, with static fields marked.
+"""How instances look: ``repr`` (arrays summarised as ``f32[2,3]``, 0-d values shown as
+``f32[](1.5)``), IPython's pretty printer and treescope, with static fields marked.
 
 Both show one field per line with ``# static`` after each static field, so a
 notebook user sees at a glance which values are part of the jit cache key::
@@ -16,12 +17,79 @@ treescope itself calls ``__treescope_repr__``.
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
 
 import jax
+import numpy as np
 
-from ._instance import _Shown, summary
-from ._spec import SPEC_ATTR, Spec, is_instance
+from ._spec import SPEC_ATTR, Spec, is_instance, spec_of
+
+_DTYPE_SHORT = {"float": "f", "int": "i", "uint": "u", "complex": "c", "bfloat": "bf"}
+
+def short_dtype(dtype: Any) -> str:
+    """``float32`` → ``f32``, ``bfloat16`` → ``bf16``, ``bool`` → ``bool``; an extended
+    dtype (a typed PRNG key) keeps its own name, ``key<fry>``."""
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        return str(dtype)
+    for long, short in _DTYPE_SHORT.items():
+        if name.startswith(long) and name[len(long):].isdigit():
+            return short + name[len(long):]
+    return name
+
+
+def summary(leaf: Any, value: bool = False) -> str:
+    """``f32[2,3]`` for an array-like leaf, ``repr`` for anything else. With ``value``, a
+    concrete 0-d leaf shows its value too, ``f32[](1.5)``: scalar states such as a step
+    count or a loss are worth seeing in a ``repr``."""
+    if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+        try:
+            text = f"{short_dtype(leaf.dtype)}[{','.join(map(str, leaf.shape))}]"
+        except TypeError:
+            return repr(leaf)
+        if value and leaf.shape == () and not isinstance(leaf, (jax.core.Tracer, jax.ShapeDtypeStruct)):
+            try:
+                text += f"({np.asarray(leaf).item()!r})"
+            except Exception:  # a deleted buffer, an extended dtype: the summary alone
+                pass
+        return text
+    return repr(leaf)
+
+
+class _Shown:
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _summarize(value: Any) -> str:
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return summary(value, value=True)
+    return repr(jax.tree_util.tree_map(lambda leaf: _Shown(summary(leaf, value=True)), value))
+
+
+@reprlib.recursive_repr()
+def __repr__(self: Any) -> str:
+    spec = spec_of(self)
+    d = self.__dict__
+    parts = []
+    for f in spec.fields:
+        if not f.repr:
+            continue
+        if f.name not in d:
+            parts.append(f"{f.name}=<unset>")
+        elif f.name in spec.static_set:
+            parts.append(f"{f.name}={d[f.name]!r}")
+        else:
+            parts.append(f"{f.name}={_summarize(d[f.name])}")
+    return f"{spec.cls.__qualname__}({', '.join(parts)})"
+
 
 STATIC_COMMENT = "  # static"
 
@@ -36,13 +104,13 @@ def _summarized(value: Any) -> Any:
     if is_instance(value):
         return value
     if hasattr(value, "shape") and hasattr(value, "dtype"):
-        return _Shown(summary(value))
+        return _Shown(summary(value, value=True))
     return jax.tree_util.tree_map(
-        lambda leaf: leaf if is_instance(leaf) else _Shown(summary(leaf)), value, is_leaf=is_instance
+        lambda leaf: leaf if is_instance(leaf) else _Shown(summary(leaf, value=True)), value, is_leaf=is_instance
     )
 
 
-def _repr_pretty_(self: Any, p: Any, cycle: bool) -> None:
+def _repr_pretty_(self: Any, p: Any, cycle: bool = False) -> None:
     """IPython pretty printer: one field per line, static fields marked ``# static``.
 
     A class without static fields prints like its ``repr`` when that fits. Field

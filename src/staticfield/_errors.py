@@ -23,6 +23,25 @@ JAX_ARRAY_IN_STATIC = (
     "or pass np.asarray(...) / a Python value."
 )
 
+BOUND_METHOD = (
+    "{where}: the bound method {method} cannot be stored in a field: it captures its "
+    "instance, which holds arrays (half-built while __init__ runs, and stale after "
+    "sf.replace). Store an @sf.jit_method bound method in a dynamic field instead, or a "
+    "plain function that takes the instance as an argument."
+)
+
+IDENTITY_STATIC = (
+    "{where}: a {type} is hashed by identity, so changes made inside it in place do not "
+    "recompile (the jit cache key is the object's id). Give {type} value-based __eq__ and "
+    "__hash__ (e.g. make it a frozen dataclass or an @sf.dataclass), or store its "
+    "settings instead of the object in `{field}`."
+)
+
+RECURSIVE_STATIC = (
+    "{where}: the static value refers to itself or is nested too deeply to be frozen into "
+    "a cache key. Pass a value without cycles in `{field}`, or make it a dynamic field."
+)
+
 UNHASHABLE_STATIC = (
     "{where}: a static value of type {type} is unhashable, so it cannot be part of the "
     "jit cache key. Give {type} value-based __eq__ and __hash__ (for example make it an "
@@ -35,6 +54,12 @@ BAD_DYNAMIC_LEAF = (
     "Mark the field static: `{field}: {ann} = sf.static()` (or annotate it "
     "`sf.Static[{ann}]`), or decorate the class with @sf.dataclass(check=False) to "
     "skip this check."
+)
+
+BAD_DYNAMIC_DTYPE = (
+    "{where}: a NumPy array of dtype {dtype} is not numeric, so it cannot be a dynamic "
+    "(traced) field value (JAX arrays hold numbers). Mark the field static "
+    "(`{field}: ... = sf.static()`), or convert the array to a numeric dtype."
 )
 
 BAD_CONVERTER = (
@@ -72,6 +97,23 @@ NOT_A_FIELD_ATTR = (
 UNDECORATED_SUBCLASS = (
     "{sub} subclasses the staticfield dataclass {base} but is not decorated itself, so "
     "JAX does not know how to flatten it. Decorate it with @sf.dataclass."
+)
+
+BAD_STATE = (
+    "{cls}: cannot restore an instance from a pickled state with {problem}. The state "
+    "must hold exactly the fields of {cls}; pickle the instance again with the current "
+    "class definition."
+)
+
+SLOTS = (
+    "{cls} defines __slots__, but staticfield instances keep their fields in __dict__ "
+    "(unflatten fills it in one update, and the flatten cache lives there). Remove "
+    "__slots__ from {cls}."
+)
+
+REPLACE_CLASS = (
+    "sf.replace expects an instance, got the class {cls} itself. Call it on an instance: "
+    "sf.replace(obj, field=value) or obj.replace(field=value)."
 )
 
 UNKNOWN_REPLACE = (

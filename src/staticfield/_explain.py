@@ -15,7 +15,7 @@ from typing import Any
 import jax
 
 from ._freeze import keyable
-from ._instance import short_dtype
+from ._display import short_dtype
 from ._spec import SPEC_ATTR, Spec
 
 KINDS = ("static", "shape", "dtype", "weak_type", "structure", "sharding", "static_arg")

@@ -15,7 +15,8 @@ from typing_extensions import Annotated, get_args, get_origin
 
 T = TypeVar("T")
 
-STATIC = "static"
+STATIC = "static"  # jax.tree_util.register_dataclass's convention
+PYTREE_NODE = "pytree_node"  # flax.struct's and penzai's: pytree_node=False means static
 CONVERTER = "staticfield.converter"
 SHARDING = "staticfield.sharding"
 
@@ -92,7 +93,7 @@ def is_static(f: dataclasses.Field) -> bool:
     """True if the ``dataclasses.Field`` ``f`` is static (in the jit cache key)."""
     if not isinstance(f, dataclasses.Field):
         raise TypeError(f"sf.is_static expects a dataclasses.Field, got {type(f).__name__}.")
-    return bool(f.metadata.get(STATIC, False))
+    return bool(f.metadata.get(STATIC, False)) or f.metadata.get(PYTREE_NODE, True) is False
 
 
 def annotation_is_static(annotation: Any, globalns: dict, localns: dict) -> bool:

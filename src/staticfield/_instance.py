@@ -1,4 +1,4 @@
-"""Instance semantics: frozen assignment, ``==``, ``hash``, ``repr``, ``replace``, pickling.
+"""Instance semantics: frozen assignment, ``==``, ``hash``, ``replace``, pickling and copying.
 
 ``==`` returns a Python bool (type, static key, then dynamic leaves by structure,
 shape, dtype and value); ``hash`` uses the static key and leaf shapes/dtypes only,
@@ -7,30 +7,28 @@ never array values, so it needs no device sync and never raises for arrays.
 
 from __future__ import annotations
 
-import reprlib
 from typing import Any, TypeVar
 
 import jax
 import numpy as np
 
-from . import _errors
-from ._spec import INITIALIZING, KEY_ATTR, ensure_registered, spec_of
+from . import _errors, _state
+from ._spec import ensure_registered, spec_of
+from ._state import BUILDING
 
 T = TypeVar("T")
 
-_DTYPE_SHORT = {"float": "f", "int": "i", "uint": "u", "complex": "c", "bfloat": "bf"}
-
 
 def __setattr__(self: Any, name: str, value: Any) -> None:
-    if id(self) in INITIALIZING:
-        object.__setattr__(self, name, value)
+    if id(self) in BUILDING:
+        _state.setattr_building(self, name, value)
         return
     spec_of(self)  # an undecorated subclass's own __init__ lands here: say to decorate it
     raise _errors.frozen_error(type(self), name)
 
 
 def __delattr__(self: Any, name: str) -> None:
-    if id(self) in INITIALIZING:
+    if id(self) in BUILDING:
         object.__delattr__(self, name)
         return
     spec_of(self)
@@ -41,8 +39,22 @@ def _leaf_sig(leaf: Any) -> tuple:
     # weak_type is part of it: a weak and a strong f32 constant promote differently
     # (x * f16 gives f16 vs f32), so as static_argnums they must not share a program.
     if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
-        return (tuple(leaf.shape), np.dtype(leaf.dtype), getattr(leaf, "weak_type", False))
+        return (tuple(leaf.shape), _dtype(leaf.dtype), getattr(leaf, "weak_type", False))
     return ((), leaf.__class__)
+
+
+def _dtype(dtype: Any) -> Any:
+    """NumPy's dtype where there is one; JAX's own for extended dtypes (typed PRNG keys)."""
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        return dtype
+
+
+def _host(leaf: Any) -> np.ndarray:
+    if jax.dtypes.issubdtype(getattr(leaf, "dtype", None), jax.dtypes.extended):
+        leaf = jax.random.key_data(leaf)  # a typed PRNG key: compare its bits
+    return np.asarray(leaf)
 
 
 def _leaf_equal(cls: type, name: str, a: Any, b: Any) -> bool:
@@ -57,7 +69,7 @@ def _leaf_equal(cls: type, name: str, a: Any, b: Any) -> bool:
             )
     if isinstance(a, jax.ShapeDtypeStruct) or isinstance(b, jax.ShapeDtypeStruct):
         return type(a) is type(b)
-    x, y = np.asarray(a), np.asarray(b)
+    x, y = _host(a), _host(b)
     if x.dtype.kind in "fcV":
         # Bitwise for floats: -0.0 and 0.0 are different values to a program that bakes
         # them in (1/x), and a NaN equals itself, so == stays reflexive.
@@ -71,7 +83,7 @@ def __eq__(self: Any, other: Any) -> Any:
     if self is other:
         return True
     spec = spec_of(self)
-    if spec.key_of(self) != spec.key_of(other):
+    if _state.key_of(spec, self) != _state.key_of(spec, other):
         return False
     d, e = self.__dict__, other.__dict__
     for name in spec.dynamic_names:
@@ -89,89 +101,30 @@ def __hash__(self: Any) -> int:
     spec = spec_of(self)
     d = self.__dict__
     leaves, treedef = jax.tree_util.tree_flatten([d[n] for n in spec.dynamic_names])
-    return hash((spec.key_of(self), treedef, tuple(_leaf_sig(leaf) for leaf in leaves)))
-
-
-def short_dtype(dtype: Any) -> str:
-    """``float32`` → ``f32``, ``bfloat16`` → ``bf16``, ``bool`` → ``bool``."""
-    name = np.dtype(dtype).name
-    for long, short in _DTYPE_SHORT.items():
-        if name.startswith(long) and name[len(long):].isdigit():
-            return short + name[len(long):]
-    return name
-
-
-def summary(leaf: Any) -> str:
-    """``f32[2,3]`` for an array-like leaf, ``repr`` for anything else."""
-    if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
-        try:
-            return f"{short_dtype(leaf.dtype)}[{','.join(map(str, leaf.shape))}]"
-        except TypeError:
-            pass
-    return repr(leaf)
-
-
-class _Shown:
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __repr__(self) -> str:
-        return self.text
-
-
-def _summarize(value: Any) -> str:
-    if hasattr(value, "shape") and hasattr(value, "dtype"):
-        return summary(value)
-    return repr(jax.tree_util.tree_map(lambda leaf: _Shown(summary(leaf)), value))
-
-
-@reprlib.recursive_repr()
-def __repr__(self: Any) -> str:
-    spec = spec_of(self)
-    d = self.__dict__
-    parts = []
-    for f in spec.fields:
-        if not f.repr:
-            continue
-        if f.name not in d:
-            parts.append(f"{f.name}=<unset>")
-        elif f.name in spec.static_set:
-            parts.append(f"{f.name}={d[f.name]!r}")
-        else:
-            parts.append(f"{f.name}={_summarize(d[f.name])}")
-    return f"{spec.cls.__qualname__}({', '.join(parts)})"
+    return hash((_state.key_of(spec, self), treedef, tuple(_leaf_sig(leaf) for leaf in leaves)))
 
 
 def __getstate__(self: Any) -> dict[str, Any]:
-    spec = spec_of(self)
-    d = self.__dict__
-    return {n: d[n] for n in spec.names}
+    return _state.getstate(self)
 
 
 def __setstate__(self: Any, state: dict[str, Any]) -> None:
-    spec = spec_of(self)
     ensure_registered(type(self))  # a class cloudpickle rebuilt in a new process
-    d = self.__dict__
-    d.update(state)
-    for name in spec.static_names:  # e.g. unpickled NumPy arrays come back writeable
-        spec.set_value(self, name, d[name], convert=False)
-    if spec.constant_key is not None:
-        d[KEY_ATTR] = spec.constant_key
+    _state.setstate(self, state)
 
 
 def __copy__(self: T) -> T:
-    new = object.__new__(type(self))
-    new.__dict__.update(self.__dict__)
-    return new
+    return _state.copy(self)
 
 
 def replace(obj: T, /, **changes: Any) -> T:
     """Return a copy of ``obj`` with ``changes`` applied, without calling ``__init__``.
 
-    Converters and checks run on the changed fields; an unknown name is a TypeError.
+    Converters and checks run on the changed fields, then ``__check_init__``; an
+    unknown name is a TypeError listing the valid ones.
     """
+    if isinstance(obj, type):
+        raise TypeError(_errors.REPLACE_CLASS.format(cls=obj.__qualname__))
     spec = spec_of(obj, "sf.replace")
     unknown = [n for n in changes if n not in spec.name_set]
     if unknown:
@@ -182,18 +135,7 @@ def replace(obj: T, /, **changes: Any) -> T:
                 valid=", ".join(spec.names),
             )
         )
-    new = object.__new__(spec.cls)
-    d = new.__dict__
-    od = obj.__dict__
-    for name in spec.names:  # fields only: cached flatten results and bindings are stale
-        d[name] = od[name]
-    static_changed = False
-    for name, value in changes.items():
-        spec.set_value(new, name, value, convert=True)
-        static_changed = static_changed or name in spec.static_set
-    if not static_changed and KEY_ATTR in od:
-        d[KEY_ATTR] = od[KEY_ATTR]
-    return new
+    return _state.derive(obj, changes)
 
 
 def _replace_method(self: T, /, **changes: Any) -> T:

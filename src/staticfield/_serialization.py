@@ -49,7 +49,7 @@ def _key_str(key: Any) -> str:
 
 
 def _desc(x: Any) -> str:
-    from ._instance import summary
+    from ._display import summary
 
     if isinstance(x, _PY_SCALARS):
         return f"a Python {type(x).__name__}"
@@ -152,23 +152,53 @@ def _check_extra(node: Any, keys: tuple[str, ...], expected: dict, leaf_keys: se
             raise ValueError(_EXTRA.format(key=str(k), here=here, valid=there))
 
 
+# Which kinds of scalar may restore into a leaf of each kind: never a kind change that
+# loses information (a float into an int, a bool into an int or back, a str into anything).
+_FROM_KINDS = {"b": "b", "i": "i", "u": "i", "f": "if", "c": "ifc", "V": "if"}
+
+
+def _scalar_kind(x: Any) -> str | None:
+    if isinstance(x, (bool, np.bool_)):
+        return "b"
+    if isinstance(x, (int, np.integer)):
+        return "i"
+    if isinstance(x, (float, np.floating)):
+        return "f"
+    if isinstance(x, (complex, np.complexfloating)):
+        return "c"
+    return None
+
+
+def _exact_scalar(where: str, tmpl: Any, value: Any, kind: str, convert: Any) -> Any:
+    """``convert(value)``, refused when the kinds differ or an int does not survive it."""
+    got = _scalar_kind(value)
+    refuse = ValueError(_MISMATCH.format(where=where, got=_desc(value), want=f"has {_desc(tmpl)}"))
+    if got is None or got not in _FROM_KINDS.get(kind, kind):
+        raise refuse
+    try:
+        out = convert(value)
+    except (TypeError, ValueError, OverflowError):
+        raise refuse from None
+    if got == "i" and int(np.asarray(out).real if kind == "c" else np.asarray(out)) != int(value):
+        raise refuse
+    return out
+
+
 def _restore_leaf(where: str, tmpl: Any, value: Any) -> Any:
     if isinstance(value, Mapping):
         raise ValueError(_MISMATCH.format(where=where, got=f"a dict with keys {list(value)}", want=f"has {_desc(tmpl)}"))
     if isinstance(tmpl, _PY_SCALARS):
         if np.ndim(value) != 0:
             raise ValueError(_MISMATCH.format(where=where, got=_desc(value), want=f"has {_desc(tmpl)}"))
-        try:
-            return type(tmpl)(value.item() if hasattr(value, "item") else value)
-        except (TypeError, ValueError):
-            raise ValueError(
-                _MISMATCH.format(where=where, got=_desc(value), want=f"has {_desc(tmpl)}")
-            ) from None
+        if hasattr(value, "item"):
+            value = value.item()
+        kind = _scalar_kind(tmpl)
+        return _exact_scalar(where, tmpl, value, kind, type(tmpl))
     if not (hasattr(tmpl, "shape") and hasattr(tmpl, "dtype")):
         return value  # e.g. a custom leaf type: returned as stored
     want_shape, want_dtype = tuple(tmpl.shape), np.dtype(tmpl.dtype)
-    if isinstance(value, _PY_SCALARS):
-        value = np.asarray(value, dtype=want_dtype)
+    if isinstance(value, _PY_SCALARS) or not hasattr(value, "dtype") and not isinstance(value, (list, tuple)):
+        value = _exact_scalar(where, tmpl, value, want_dtype.kind, lambda v: np.asarray(v, dtype=want_dtype))
     shape = tuple(np.shape(value))
     dtype = np.dtype(getattr(value, "dtype", np.asarray(value).dtype))
     if shape != want_shape or dtype != want_dtype:

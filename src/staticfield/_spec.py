@@ -1,45 +1,24 @@
-"""Per-class facts, computed once at decoration, and the construction checks.
+"""Per-class facts, computed once at decoration: the ``Spec`` of a decorated class.
 
 A ``Spec`` lists a class's fields split into static and dynamic names, their
-converters and the flags the generated code needs. ``finish`` validates an
-instance after a custom ``__init__`` or ``__post_init__`` assigned its fields.
+converters, its ``__check_init__`` hooks and the generated pytree functions;
+``SPECS`` maps every decorated class to its spec (the jit hit path's one-lookup
+test). What an *instance* holds, and who writes it, is ``_state``'s business.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import operator
 import weakref
 from typing import Any
 
 import jax
-import numpy as np
 
 from . import _errors
 from ._field import converter_of, is_static
-from ._freeze import ATOMIC, StaticKey, freeze
+from ._keys import StaticKey
 
 SPEC_ATTR = "__staticfield_spec__"
-KEY_ATTR = "_staticfield_key"
-# Instances are immutable, so what JAX's flatten returns, (children, key), is computed
-# once per instance (by unflatten, or on first use) and JAX reads it with one
-# C-level attrgetter: no Python frame per flatten.
-FLAT_ATTR = "_staticfield_flat"
-
-try:  # the concrete jax.Array type; looked up without creating an array, which would
-    # start the XLA backend at import (jax.distributed.initialize must come first).
-    from jax._src.array import ArrayImpl as _ArrayImpl
-
-    _ARRAY_TYPES: tuple[type, ...] = (_ArrayImpl,)
-except ImportError:  # pragma: no cover - a JAX without that module: isinstance still works
-    _ARRAY_TYPES = ()
-
-# Leaf types accepted in dynamic fields without a closer look.
-LEAF_OK = frozenset({np.ndarray, float, int, bool, complex, type(None), *_ARRAY_TYPES})
-_LEAF_CLASSES = (jax.Array, np.ndarray, np.generic, bool, int, float, complex, jax.ShapeDtypeStruct)
-
-# ids of instances whose custom __init__ / __post_init__ is running: they may set fields.
-INITIALIZING: set[int] = set()
 
 
 class Spec:
@@ -56,31 +35,16 @@ class Spec:
         self.converters = {f.name: c for f in self.fields if (c := converter_of(f)) is not None}
         self.check = check
         self.by_name = {f.name: f for f in self.fields}
+        # Each class's own __check_init__, the class itself first (equinox's order).
+        self.check_inits = tuple(
+            k.__dict__["__check_init__"] for k in cls.__mro__ if "__check_init__" in k.__dict__
+        )
         self.unflatten: Any = None  # the generated pytree functions, set by register()
         self.flatten: Any = None
         self.flatten_with_keys: Any = None
         self.flat: Any = None  # computes and caches (children, key) on an instance
         self.make_key: Any = None  # builds (or reuses) an instance's StaticKey
-        self.constant_key = (
-            None if self.static_names else StaticKey(cls, (), (), KEY_ATTR)
-        )
-
-    def key_of(self, obj: Any) -> StaticKey:
-        try:
-            return obj.__dict__[KEY_ATTR]
-        except KeyError:
-            return self.make_key(obj)
-
-    def set_value(self, obj: Any, name: str, value: Any, convert: bool) -> None:
-        """Convert, freeze or check one field value and store it (construction path)."""
-        if convert and name in self.converters:
-            value = self.converters[name](value)
-        if name in self.static_set:
-            if value.__class__ not in ATOMIC:
-                value = freeze(value, f"{self.cls.__qualname__}.{name}", name)
-        elif self.check and value.__class__ not in LEAF_OK:
-            check_dynamic(self.cls, name, value)
-        obj.__dict__[name] = value
+        self.constant_key = None if self.static_names else StaticKey(cls, (), ())
 
 
 _REGISTERED: weakref.WeakSet[type] = weakref.WeakSet()
@@ -92,8 +56,7 @@ def register(spec: Spec, generated: dict[str, Any]) -> None:
     """Register ``spec.cls`` with JAX as a pytree with ``GetAttrKey`` keys."""
     spec.flat = generated["flat"]
     spec.make_key = generated["make_key"]
-    spec.flatten = operator.attrgetter(FLAT_ATTR)
-    setattr(spec.cls, FLAT_ATTR, FlatCache(spec))
+    spec.flatten = generated["flatten"]
     spec.flatten_with_keys = generated["flatten_with_keys"]
     spec.unflatten = generated["unflatten"]
     ensure_registered(spec.cls)
@@ -109,22 +72,6 @@ def ensure_registered(cls: type) -> None:
         cls, spec.flatten_with_keys, spec.unflatten, flatten_func=spec.flatten
     )
     _REGISTERED.add(cls)
-
-
-class FlatCache:
-    """Non-data descriptor: ``obj._staticfield_flat`` computed once, then an instance-dict hit."""
-
-    __slots__ = ("spec",)
-
-    def __init__(self, spec: Spec) -> None:
-        self.spec = spec
-
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        if obj is None:
-            return self
-        if obj.__class__ is self.spec.cls:
-            return self.spec.flat(obj)
-        return spec_of(obj).flat(obj)  # a decorated subclass, or the undecorated-subclass error
 
 
 def spec_of(cls_or_obj: Any, what: str = "this function") -> Spec:
@@ -147,62 +94,10 @@ def is_instance(obj: Any) -> bool:
     return SPEC_ATTR in type(obj).__dict__
 
 
-def check_dynamic(cls: type, name: str, value: Any) -> None:
-    """Raise TypeError if a leaf of a dynamic field's value is not array-like."""
-    leaves = jax.tree_util.tree_leaves(value)
-    if all(leaf.__class__ in LEAF_OK or isinstance(leaf, _LEAF_CLASSES) for leaf in leaves):
-        return
-    for path, leaf in jax.tree_util.tree_flatten_with_path(value)[0]:
-        if not (leaf.__class__ in LEAF_OK or isinstance(leaf, _LEAF_CLASSES)):
-            where = f"{cls.__qualname__}.{name}{jax.tree_util.keystr(path)}"
-            is_fn = callable(leaf) and not isinstance(leaf, type)
-            tname = "function" if is_fn else type(leaf).__name__
-            ann = "Callable" if is_fn else tname
-            raise TypeError(
-                _errors.BAD_DYNAMIC_LEAF.format(where=where, type=tname, ann=ann, field=name)
-            )
-
-
 def bad_subclass(obj: Any, base: type) -> None:
     raise TypeError(
         _errors.UNDECORATED_SUBCLASS.format(sub=type(obj).__qualname__, base=base.__qualname__)
     )
-
-
-def finish(obj: Any, convert: bool) -> None:
-    """Validate an instance whose fields were assigned by user code.
-
-    Fills defaults of unset fields, then converts (custom ``__init__`` only),
-    freezes and checks every field, and drops any cached key.
-    """
-    spec: Spec = type(obj).__dict__[SPEC_ATTR]
-    d = obj.__dict__
-    d.pop(KEY_ATTR, None)
-    d.pop(FLAT_ATTR, None)
-    for n in [n for n in d if getattr(type(d[n]), "__staticfield_bound__", False)]:
-        del d[n]  # a jit_method bound while __init__ ran: its children may change below
-    extra = [n for n in d if n not in spec.name_set]
-    if extra:
-        raise TypeError(_errors.NOT_A_FIELD_ATTR.format(cls=spec.cls.__qualname__, name=extra[0]))
-    missing = []
-    for f in spec.fields:
-        if f.name in d:
-            continue
-        if f.default is not dataclasses.MISSING:
-            d[f.name] = f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            d[f.name] = f.default_factory()
-        else:
-            missing.append(f.name)
-    if missing:
-        names = ", ".join(repr(m) for m in missing)
-        raise TypeError(
-            _errors.MISSING_AFTER_INIT.format(cls=spec.cls.__qualname__, names=names)
-        )
-    for name in spec.names:
-        spec.set_value(obj, name, d[name], convert)
-    if spec.constant_key is not None:
-        d[KEY_ATTR] = spec.constant_key
 
 
 def fields(cls_or_obj: Any) -> tuple[dataclasses.Field, ...]:
@@ -218,3 +113,12 @@ def static_fields(cls_or_obj: Any) -> tuple[str, ...]:
 def dynamic_fields(cls_or_obj: Any) -> tuple[str, ...]:
     """Names of the dynamic fields (the pytree children), in declaration order."""
     return spec_of(cls_or_obj, "sf.dynamic_fields").dynamic_names
+
+
+def __getattr__(name: str) -> Any:
+    # KEY_ATTR and FLAT_ATTR moved to _state, their owner; this keeps old imports working.
+    if name in ("KEY_ATTR", "FLAT_ATTR"):
+        from . import _state
+
+        return getattr(_state, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._freeze import FrozenDict, keyable
-from ._instance import summary
+from ._display import summary
 from ._spec import SPEC_ATTR, is_instance, spec_of
 
 T = TypeVar("T")
@@ -25,6 +25,7 @@ T = TypeVar("T")
 # Leaf types that live on the host: a column made only of these is stacked with
 # NumPy and moved to the device once, instead of once per instance.
 _HOST = frozenset({np.ndarray, float, int, bool, complex})
+_PY_SCALARS = frozenset({float, int, bool, complex})
 
 STATIC_DIFFERS = (
     "sf.stack: static field {path} differs: {a} at position {i} but {b} at position {j}. "
@@ -132,7 +133,16 @@ def _stack_column(first: Any, k: int, col: tuple) -> Any:
         sigs = None
     if sigs is None or len(sigs) > 1:
         _check_column(first, k, col)
-    if set(map(type, col)) <= _HOST:
+    kinds = set(map(type, col))
+    if kinds <= _PY_SCALARS:  # as jnp.stack would: an int out of range is an error, not a wrap
+        try:
+            return jnp.asarray(list(col))
+        except OverflowError as e:
+            raise OverflowError(
+                f"sf.stack: {_leaf_path(first, k)}: {e}. Store such values as a NumPy int64/uint64 "
+                "array with jax_enable_x64 on, or keep them in a static field."
+            ) from None
+    if kinds <= _HOST:
         return jnp.asarray(np.stack(col))
     try:
         return jnp.stack(col)

@@ -79,7 +79,7 @@ def test_ipython_pretty_nests_instances_in_containers():
         "     act='tanh',  # static\n"
         "     sizes=(2, 3),  # static\n"
         "   ),),\n"
-        "  extra={'step': i32[]},\n"
+        "  extra={'step': i32[](1)},\n"
         "  name='net',  # static\n"
         ")"
     )

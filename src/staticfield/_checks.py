@@ -1,0 +1,69 @@
+"""Construction checks of one field value: convert, then freeze a static value or check
+the leaves of a dynamic one, then store it. Never run on unflatten."""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import jax
+import numpy as np
+
+from . import _errors
+from ._freeze import ATOMIC, freeze, holds_arrays
+
+try:  # the concrete jax.Array type; looked up without creating an array, which would
+    # start the XLA backend at import (jax.distributed.initialize must come first).
+    from jax._src.array import ArrayImpl as _ArrayImpl
+
+    _ARRAY_TYPES: tuple[type, ...] = (_ArrayImpl,)
+except ImportError:  # pragma: no cover - a JAX without that module: isinstance still works
+    _ARRAY_TYPES = ()
+
+# Leaf types accepted in dynamic fields without a closer look (a NumPy array gets one:
+# its dtype may be str, object or datetime).
+LEAF_OK = frozenset({float, int, bool, complex, type(None), *_ARRAY_TYPES})
+_LEAF_CLASSES = (jax.Array, np.ndarray, np.generic, bool, int, float, complex, jax.ShapeDtypeStruct)
+_NOT_NUMERIC = frozenset("OUSMm")  # object, str, bytes, datetime, timedelta
+
+
+def _leaf_ok(leaf: Any) -> bool:
+    if leaf.__class__ in LEAF_OK:
+        return True
+    if isinstance(leaf, (np.ndarray, np.generic)):
+        return leaf.dtype.kind not in _NOT_NUMERIC
+    return isinstance(leaf, _LEAF_CLASSES)
+
+
+def check_dynamic(cls: type, name: str, value: Any) -> None:
+    """Raise TypeError if a leaf of a dynamic field's value is not array-like."""
+    leaves = jax.tree_util.tree_leaves(value)
+    if all(_leaf_ok(leaf) for leaf in leaves):
+        return
+    for path, leaf in jax.tree_util.tree_flatten_with_path(value)[0]:
+        if _leaf_ok(leaf):
+            continue
+        where = f"{cls.__qualname__}.{name}{jax.tree_util.keystr(path)}"
+        if isinstance(leaf, types.MethodType) and not isinstance(leaf.__self__, type) and holds_arrays(leaf.__self__):
+            method = f"{type(leaf.__self__).__qualname__}.{leaf.__func__.__name__}"
+            raise TypeError(_errors.BOUND_METHOD.format(where=where, method=method, field=name))
+        if isinstance(leaf, (np.ndarray, np.generic)):
+            raise TypeError(
+                _errors.BAD_DYNAMIC_DTYPE.format(where=where, dtype=leaf.dtype, field=name)
+            )
+        is_fn = callable(leaf) and not isinstance(leaf, type)
+        tname = "function" if is_fn else type(leaf).__name__
+        ann = "Callable" if is_fn else tname
+        raise TypeError(_errors.BAD_DYNAMIC_LEAF.format(where=where, type=tname, ann=ann, field=name))
+
+
+def store(spec: Any, obj: Any, name: str, value: Any, convert: bool) -> None:
+    """Convert (if ``convert``), freeze or check one field value, and store it."""
+    if convert and name in spec.converters:
+        value = spec.converters[name](value)
+    if name in spec.static_set:
+        if value.__class__ not in ATOMIC:
+            value = freeze(value, f"{spec.cls.__qualname__}.{name}", name)
+    elif spec.check and value.__class__ not in LEAF_OK:
+        check_dynamic(spec.cls, name, value)
+    obj.__dict__[name] = value

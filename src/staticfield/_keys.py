@@ -1,0 +1,180 @@
+"""Type-strict, never-raising cache keys for static values.
+
+``StaticKey`` is the aux_data of every instance. Its equality is type-strict and
+never raises: ``1``, ``1.0``, ``True`` and ``np.int32(1)`` are four keys, and a
+user's ``__eq__`` is only called against a value of the same type, inside a
+``try``, so a bad ``__eq__`` cannot poison JAX's caches.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ._frozendict import FrozenDict
+
+_NUMBERS = frozenset({int, float, bool, complex})
+_ATOMIC_KEYS = frozenset({str, bytes, type(None), type(Ellipsis)})
+_NAN = float("nan")
+_NEG_ZERO = "-0.0"  # stands in for -0.0, which == 0.0
+
+
+class _ArrayKey:
+    """Key part for a static NumPy array: compared by (shape, dtype, bytes)."""
+
+    __slots__ = ("shape", "dtype", "data", "_hash")
+
+    def __init__(self, a: np.ndarray) -> None:
+        self.shape = a.shape
+        self.dtype = a.dtype.str
+        self.data = np.ascontiguousarray(a).tobytes()
+        self._hash = hash((self.shape, self.dtype, self.data))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            other.__class__ is _ArrayKey
+            and self._hash == other._hash  # type: ignore[attr-defined]
+            and self.shape == other.shape  # type: ignore[attr-defined]
+            and self.dtype == other.dtype  # type: ignore[attr-defined]
+            and self.data == other.data  # type: ignore[attr-defined]
+        )
+
+
+class _SafeEq:
+    """Key part for an arbitrary hashable object: equal only to the same type, never raises."""
+
+    __slots__ = ("value", "_hash")
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+        self._hash = hash((value.__class__, value))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not _SafeEq:
+            return False
+        a, b = self.value, other.value  # type: ignore[attr-defined]
+        if a is b:
+            return True
+        if a.__class__ is not b.__class__ or self._hash != other._hash:  # type: ignore[attr-defined]
+            return False
+        try:
+            return bool(a == b)
+        except Exception:
+            return False
+
+
+def _float_key(x: float) -> Any:
+    """All NaNs are one key; ``-0.0`` differs from ``0.0`` (``1/x`` tells them apart)."""
+    if x != x:
+        return _NAN
+    if x == 0.0 and math.copysign(1.0, x) < 0.0:
+        return _NEG_ZERO
+    return x
+
+
+def keyable(value: Any) -> Any:
+    """A type-strict, safely comparable stand-in for a frozen static value."""
+    t = value.__class__
+    if t in _NUMBERS:
+        if t is float:
+            return (t, _float_key(value))
+        if t is complex:
+            return (t, _float_key(value.real), _float_key(value.imag))
+        return (t, value)
+    if t in _ATOMIC_KEYS or isinstance(value, type):
+        return value
+    if isinstance(value, np.ndarray):
+        return _ArrayKey(value)
+    if isinstance(value, np.generic):
+        return (t, value.tobytes())
+    if isinstance(value, tuple):
+        return (t, tuple(keyable(v) for v in value))
+    if isinstance(value, frozenset):
+        return (frozenset, frozenset(keyable(v) for v in value))
+    if isinstance(value, FrozenDict):
+        return (FrozenDict, frozenset((keyable(k), keyable(v)) for k, v in value._d.items()))
+    if isinstance(value, (int, float, complex)):  # subclasses, e.g. IntEnum
+        return (t, value)
+    return _SafeEq(value)
+
+
+class StaticKey(int):
+    """The aux_data of an instance: its class plus its static values, by value.
+
+    It is an ``int`` subclass whose value is a hash of the class and the values,
+    so hashing it (every jit cache lookup) is ``int.__hash__``, in C, with no Python
+    call; equality is the type-strict comparison of the values. ``state`` is what
+    unflatten copies into a new instance's ``__dict__``: the frozen static values
+    by field name (the key itself is stored beside them, so it holds no reference
+    to itself).
+    """
+
+    cls: type
+    names: tuple[str, ...]
+    values: tuple
+    parts: tuple
+    state: dict[str, Any]
+
+    def __new__(cls, owner: type, names: tuple[str, ...], values: tuple) -> StaticKey:
+        parts = tuple(keyable(v) for v in values)
+        self = super().__new__(cls, hash((owner, parts)))
+        self.cls = owner
+        self.names = names
+        self.values = values
+        self.parts = parts
+        self.state = dict(zip(names, values))
+        return self
+
+    __hash__ = int.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if other.__class__ is not StaticKey:
+            return False
+        return (
+            int.__eq__(self, other)
+            and self.cls is other.cls  # type: ignore[attr-defined]
+            and self.parts == other.parts  # type: ignore[attr-defined]
+        )
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{n}={v!r}" for n, v in zip(self.names, self.values))
+        return f"StaticKey({self.cls.__qualname__}: {inner})"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> tuple:
+        # The hash of a str differs between processes, so rebuild rather than copy it.
+        return (StaticKey, (self.cls, self.names, self.values))
+
+    def __deepcopy__(self, memo: dict) -> StaticKey:
+        return self
+
+
+class StaticArgKey:
+    """A type-strict key for a jit static argument (``static_argnums``); ``raw`` is the value."""
+
+    __slots__ = ("raw", "part", "_hash")
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+        self.part = keyable(raw)
+        self._hash = hash(self.part)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return other.__class__ is StaticArgKey and self._hash == other._hash and self.part == other.part  # type: ignore[attr-defined]
