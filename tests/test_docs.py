@@ -2,7 +2,8 @@
 
 Each page's ```python blocks run in order in one fresh module namespace, so a
 page reads top to bottom like a script. Fences with another language (or none)
-are shown, not run. A page that contains ``<!-- docs-test: 8-devices -->``
+are shown, not run: ```py is highlighted as Python but never run, for code of
+a library that the tests do not install (chex, in the migration guides). A page that contains ``<!-- docs-test: 8-devices -->``
 needs 8 devices and is run by the sharding tests instead.
 """
 
@@ -48,16 +49,28 @@ def python_blocks(text: str) -> list[tuple[int, str]]:
         ):
             body.append(lines[j][len(indent):] if lines[j].startswith(indent) else lines[j].lstrip())
             j += 1
-        if language in ("python", "py"):
+        if language == "python":
             blocks.append((i + 2, "\n".join(body) + "\n"))
         i = j + 1
     return blocks
 
 
 def test_python_blocks_are_found():
-    """The block extractor finds python fences (indented ones too) and skips other languages."""
+    """The block extractor finds python fences (indented ones too) and skips others, ```py included."""
     text = "a\n```python\nx = 1\n```\n```text\nnot code\n```\n- item\n\n    ```python\n    y = 2\n    ```\n"
     assert python_blocks(text) == [(3, "x = 1\n"), (11, "y = 2\n")]
+    assert python_blocks("```py\nimport chex\n```\n") == []
+
+
+def test_migration_guides_cover_each_peer():
+    """One migration guide per peer library, each with code that runs and a section on deliberate changes."""
+    for name in ("flax-struct", "equinox", "register-dataclass", "jax-dataclasses", "chex"):
+        page = DOCS / "migration" / f"{name}.md"
+        assert page in PAGES, name
+        text = page.read_text()
+        assert python_blocks(text), f"{name}.md has no python block to run"
+        assert "## What changes on purpose, and why" in text, name
+        assert re.search(r"^\| .* \| .* \|$", text, re.M), f"{name}.md has no side-by-side table"
 
 
 def test_docs_have_pages():
