@@ -71,7 +71,7 @@ def plots(results: Results, out_dir: str) -> list[str]:
             ax.set_xlabel("fields")
             ax.set_ylabel("µs per call")
             ax.set_title(f"4. {op}", fontsize=10)
-            ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+            ax.legend(fontsize=9, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
         fig.tight_layout()
         written.append(_save(fig, out_dir, "fields.png", plt))
     return written

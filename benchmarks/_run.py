@@ -10,7 +10,7 @@ import time
 from . import dispatch, fields, nested, stacking, variants
 from ._harness import Config, Results, Row, load_average, machine
 from ._report import update_docs, write
-from ._targets import evaluate
+from ._targets import Target, evaluate
 
 RUNNERS = {
     "dispatch": dispatch.run,
@@ -59,7 +59,9 @@ def replot(results_json: str, out_dir: str, docs: tuple[str, str] | None = None)
     config = {k: tuple(v) if isinstance(v, list) else v for k, v in data["config"].items()}
     results = Results(Config(**config), [Row(**row) for row in data["rows"]],
                       list(data["notes"]), dict(data["extra"]))
-    targets = evaluate(results)
+    # The targets as that run judged them: a target added since would only show as SKIP.
+    targets = [Target(t["label"], float(t["bound"][1:]), t["bound"].startswith("≤"), t["ratio"], t["detail"])
+               for t in data["targets"]]
     paths = write(results, targets, data["machine"], out_dir)
     if docs is not None:
         paths += update_docs(docs[0], docs[1], results, targets, data["machine"],
