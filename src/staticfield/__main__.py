@@ -104,19 +104,27 @@ def demo(names: Sequence[str] = ()) -> None:
         sys.stdout.flush()
 
 
+def _demo_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    unknown = [n for n in args.names if n not in EXAMPLES]
+    if unknown:
+        parser.exit(2, f"{parser.prog} demo: unknown example {', '.join(map(repr, unknown))}; "
+                       f"choose from {', '.join(EXAMPLES)}\n")
+    demo(args.names)
+
+
+# One entry per subcommand: (parser, parsed arguments) -> None.
+_COMMANDS = {"demo": _demo_command}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 0
-    unknown = [n for n in args.names if n not in EXAMPLES]
-    if unknown:
-        parser.exit(2, f"{parser.prog} demo: unknown example {', '.join(map(repr, unknown))}; "
-                       f"choose from {', '.join(EXAMPLES)}\n")
     _degrade_unencodable_output()
     try:
-        demo(args.names)
+        _COMMANDS[args.command](parser, args)
     except BrokenPipeError:  # `... demo | head`: stop quietly, as other CLI tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
