@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -16,9 +17,15 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is no
 
 
 def make(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run ``make ARGS`` in ``workdir``, which holds a copy of the Makefile."""
+    """Run ``make ARGS`` in ``workdir``, which holds a copy of the Makefile.
+
+    The variables of an enclosing make (the suite runs under `make test`) are
+    dropped, so the output is that of a make run from a shell.
+    """
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
     return subprocess.run(
-        ["make", *args], cwd=workdir, capture_output=True, text=True, timeout=300
+        ["make", "--no-print-directory", *args],
+        cwd=workdir, env=env, capture_output=True, text=True, timeout=300,
     )
 
 
