@@ -28,7 +28,7 @@ def plots(results: Results, out_dir: str) -> list[str]:
               if results.select(g)]
     if groups:
         heights = [max(1.5, 0.42 * len(results.select(g)) + 0.8) for g, _ in groups]
-        fig, axes = plt.subplots(len(groups), 1, figsize=(8, sum(heights)),
+        fig, axes = plt.subplots(len(groups), 1, figsize=(8, sum(heights) + 0.5),
                                  gridspec_kw={"height_ratios": heights}, squeeze=False)
         for ax, (g, title) in zip(axes[:, 0], groups, strict=True):
             rows = sorted(results.select(g), key=lambda r: -r.us)
@@ -42,10 +42,12 @@ def plots(results: Results, out_dir: str) -> list[str]:
             ax.tick_params(axis="y", labelsize=8)
         from matplotlib.patches import Patch
 
-        axes[0, 0].legend(handles=[Patch(color=c, label=k) for k, c in (
+        # Above the bars, not over them: inside an axis it would hide a bar's value.
+        fig.legend(handles=[Patch(color=c, label=k) for k, c in (
             ("staticfield", _COLORS["ours"]), ("other libraries", _COLORS["anchor"]),
-            ("plain JAX", _COLORS["baseline"]))], fontsize=7, loc="lower right")
-        fig.tight_layout()
+            ("plain JAX", _COLORS["baseline"]))], fontsize=8, loc="upper center", ncol=3,
+            frameon=False)
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / fig.get_figheight()))
         written.append(_save(fig, out_dir, "dispatch.png", plt))
 
     if results.select(variants.VARIANTS):
@@ -60,13 +62,16 @@ def plots(results: Results, out_dir: str) -> list[str]:
 
     ops = [op for op in (fields.FLATTEN, fields.UNFLATTEN, fields.CONSTRUCTION) if results.select(op)]
     if ops:
-        fig, axes = plt.subplots(1, len(ops), figsize=(5 * len(ops), 4.2), squeeze=False)
-        for ax, op in zip(axes[0], ops, strict=True):
+        # One panel under another, each as wide as the page: side by side they were
+        # a third of the page width each, too small to read.
+        fig, axes = plt.subplots(len(ops), 1, figsize=(8, 3.4 * len(ops)), squeeze=False)
+        for ax, op in zip(axes[:, 0], ops, strict=True):
             _curves(ax, results, op, cfg_params=results.config.field_counts)
             _log_y(ax)
             ax.set_xlabel("fields")
             ax.set_ylabel("µs per call")
             ax.set_title(f"4. {op}", fontsize=10)
+            ax.legend(fontsize=9, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
         fig.tight_layout()
         written.append(_save(fig, out_dir, "fields.png", plt))
     return written
@@ -115,6 +120,6 @@ def _log_y(ax: Any) -> None:
 
 def _save(fig: Any, out_dir: str, name: str, plt: Any) -> str:
     path = os.path.join(out_dir, name)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=130)
     plt.close(fig)
     return path

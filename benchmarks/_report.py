@@ -8,7 +8,7 @@ import os
 import shutil
 from typing import Any
 
-from . import dispatch, fields, misses, nested, stacking, variants
+from . import dispatch, fields, misses, nested, stacking, variants, watch
 from ._harness import Results, Row, fmt_us
 from ._plots import plots
 from ._targets import Target
@@ -146,10 +146,21 @@ def body(results: Results, targets: list[Target], machine: dict[str, Any],
                 "First calls, each a cache miss that traces and compiles a program no earlier "
                 "call compiled; µs per miss, the fastest of the misses timed. All of staticfield's tracking runs here.", ""]
         out += _table(results.select(misses.MISSES), misses.RAW_SHAPE)
-    out += [f"- {n}" for n in results.notes] or ["- none"]
-    for k, v in results.extra.items():
-        if k not in ("variants_worst_index",):
-            out.append(f"- {k}: {v}")
+    for group, title in ((watch.HIT, "8a. a cache hit of plain `jax.jit`, with and without `sf.watch`"),
+                         (watch.MISS, "8b. a compile of plain `jax.jit`, with and without `sf.watch`")):
+        if results.select(group):
+            out += ["", f"{h} {title}", "", "µs per call; the watcher's hooks run only on a miss.", ""]
+            out += _table(results.select(group), watch.OFF)
+    notes = [f"- {n}" for n in results.notes]
+    compile_s = results.extra.get("variants_compile_s")
+    if compile_s:
+        notes.append(
+            f"- Tracing and compiling the {max(cfg.variants)} cached static variants of case 3 "
+            "(set-up, not timed) took "
+            + ", ".join(f"{seconds:g} s for {name}" for name, seconds in compile_s.items()) + "."
+        )
+    out += ["", f"{h} Notes", ""]
+    out += notes or ["- none"]
     return out
 
 
