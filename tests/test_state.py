@@ -5,6 +5,7 @@ import gc
 import pickle
 import sys
 import types
+import uuid
 
 import jax
 import jax.numpy as jnp
@@ -228,7 +229,7 @@ def test_a_key_that_is_not_interned_is_freed_without_the_garbage_collector():
     gc.collect()
     gc.disable()
     try:
-        marker = ("unique-marker-value", 12345)
+        marker = ("unique-marker-value", uuid.uuid4().hex)  # no other key in the process holds it
         s = Scaled(jnp.float32(1.0), 1)
         o = _Holder(s.w, marker)
         jax.tree_util.tree_structure(o)  # builds the key

@@ -19,10 +19,11 @@ from typing import Any, Callable
 from . import _describe
 from ._args import check_jit_kwargs, qualname, resolve_donation, resolve_static
 from ._errors import RecompileError
-from ._freeze import StaticArgKey
 from ._hitpath import general_call, method_call
+from ._keys import StaticArgKey
 from ._spec import SPECS
 from ._state import flat
+from ._traceback import hide
 from ._tracker import (
     TRACKER_COUNTERS,
     UNSET,
@@ -107,7 +108,11 @@ class JitFunction:
         return jitted, dyn, kwargs
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.call(*args, **kwargs)
+        try:
+            return self.call(*args, **kwargs)
+        except Exception as exc:
+            hide(exc)
+            raise
 
     # ----- AOT and inspection: the user's arguments, JAX's methods --------------------
     def _jax_call(self, args: tuple, kwargs: dict) -> tuple[Any, list, dict]:

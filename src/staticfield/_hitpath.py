@@ -18,12 +18,21 @@ from ._args import qualname, signature_parts
 from ._gen import compile_functions
 from ._spec import SPECS
 from ._state import FLAT_ATTR
+from ._traceback import hide
 
 # Names the generated code uses: a parameter called one of these takes the *args path.
 _GENERATED_NAMES = (
     "self", "obj", "jitted", "children", "key", "keys", "vkey", "dyn", "a", "args", "kwargs",
     "variants", "miss", "general", "SPECS", "_", "KeyError", "AttributeError", "tuple",
+    "hide", "exc", "Exception",
 )
+
+
+def _hiding(lines: list[str]) -> list[str]:
+    """``lines`` (a ``def`` and its body) with the body in ``try``; what it raises leaves
+    without staticfield's frames (see ``_traceback``). Free on a call that does not raise."""
+    return [lines[0], "    try:", *("    " + line for line in lines[1:]),
+            "    except Exception as exc:", "        hide(exc)", "        raise"]
 
 
 def plain_positional(fn: Callable, skip_self: bool = True) -> list[str] | None:
@@ -45,8 +54,12 @@ def general_call(prepare: Callable[[tuple, dict], tuple[Any, list, dict]]) -> Ca
     """The path with static arguments: the variant depends on the call's arguments."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        jitted, dyn, kwargs = prepare(args, kwargs)
-        return jitted(*dyn, **kwargs)
+        try:
+            jitted, dyn, kwargs = prepare(args, kwargs)
+            return jitted(*dyn, **kwargs)
+        except Exception as exc:
+            hide(exc)
+            raise
 
     return call
 
@@ -120,7 +133,9 @@ def public_function(engine: Any) -> Callable[..., Any]:
         lines = ["def call(*args, **kwargs):", "    return general(*args, **kwargs)"]
     else:
         lines = _plain_lines(plain_positional(fn, skip_self=False))
-    namespace = {"SPECS": SPECS, "variants": engine.variants, "miss": engine.general_miss, "general": engine.call}
+    lines = _hiding(lines)
+    namespace = {"SPECS": SPECS, "variants": engine.variants, "miss": engine.general_miss, "general": engine.call,
+                 "hide": hide}
     call = compile_functions(lines, ["call"], namespace, what=f"sf.jit hit path of {qualname(fn)}")["call"]
     wrapper = JitWrapper(call)
     state = engine.tracker.__dict__
@@ -149,7 +164,7 @@ def method_call(fn: Callable, variants: dict, miss: Callable[[Any], tuple]) -> C
     else:
         signature = ", ".join(["obj", *params])
         forward = ", ".join(params)
-    lines = [
+    lines = _hiding([
         f"def call({signature}):",
         "    try:",
         f"        children, key = obj.{FLAT_ATTR}",
@@ -157,6 +172,6 @@ def method_call(fn: Callable, variants: dict, miss: Callable[[Any], tuple]) -> C
         "    except (KeyError, AttributeError):",
         "        jitted, children = miss(obj)",
         f"    return jitted(children{', ' if forward else ''}{forward})",
-    ]
-    namespace = {"variants": variants, "miss": miss}
+    ])
+    namespace = {"variants": variants, "miss": miss, "hide": hide}
     return compile_functions(lines, ["call"], namespace, what=f"jit_method hit path of {qualname(fn)}")["call"]
