@@ -254,6 +254,11 @@ def test_explain_cache_misses_explains_a_new_static_variant(caplog):
     assert "self.n: 3 → 4 (static)" in text
     assert f"{Path(__file__).name}:" in text  # the call site
     assert "never seen function" in text  # says what JAX's own line above means
+    caplog.clear()
+    with jax.explain_cache_misses(True), caplog.at_level("WARNING"):
+        Model(jnp.ones(5), 4).apply(1.0)  # a new shape: JAX's own explanation says it all
+    assert [r for r in caplog.records if r.name == "staticfield"] == []
+    assert "self.w" in caplog.text
 
 
 def test_trace_eval_shape_and_lower_take_the_users_arguments():

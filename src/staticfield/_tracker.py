@@ -37,6 +37,7 @@ from ._explain import Recompile
 
 logger = logging.getLogger("staticfield")
 
+_NEW_VARIANT = ("static", "static_arg", "structure")  # kinds that make a program JAX has not seen
 _FOR_JAX_EXPLAIN = (
     "  jax_explain_cache_misses: where JAX says 'never seen function' for this compile, it is the\n"
     "  first program of a new static variant (staticfield compiles one per static key); the\n"
@@ -181,7 +182,7 @@ class Tracker:
                     counts.recompiles.append(event)
             warn = self._threshold_reached(n)
         if event is not None and n > 1:
-            if jax.config.jax_explain_cache_misses:
+            if jax.config.jax_explain_cache_misses and any(c.kind in _NEW_VARIANT for c in event.changes):
                 # JAX's own line for a new static variant says "never seen function".
                 logger.warning("%s\n  (called at %s)\n%s", event, ticket.location or "?", _FOR_JAX_EXPLAIN)
             else:

@@ -24,7 +24,7 @@ from . import _watch_diff
 from ._explain import Change
 from ._watch_hooks import activate, deactivate
 from ._watch_report import render, to_dict
-from ._watch_site import call_site, identify, is_staticfield_wrapper, unwrap_library
+from ._watch_site import call_site, identify, unwrap_library
 
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -34,10 +34,6 @@ _FIELD = {TRACE_EVENT: "trace_s", LOWER_EVENT: "lower_s", COMPILE_EVENT: "compil
 NO_HOOK = (
     "staticfield watch: this JAX ({version}) has no jax._src.pjit._trace_for_jit to hook, "
     "so recompiles are counted and timed but not explained"
-)
-STATICFIELD_NOTE = (
-    "recompiled for a static value that sf.jit/sf.jit_method keep out of JAX's view; "
-    "their own recompile explanations name the field (see Explaining recompiles)"
 )
 FAILED = (
     "staticfield watch: the watcher failed inside {where} ({error}); the program went on "
@@ -145,6 +141,11 @@ class watch:
 
     def _record(self, fun: Callable, ji: Any, dbg: Any, args: tuple, kwargs: dict) -> None:
         user_fun, args, kwargs, static_leaf = unwrap_library(fun, args, kwargs)
+        static_argnums = tuple(getattr(ji, "static_argnums", ()) or ())
+        static_argnames = tuple(getattr(ji, "static_argnames", ()) or ())
+        user_call = getattr(fun, "__sf_user_call__", None)
+        if user_call is not None:  # sf.jit/sf.jit_method: its instances rebuilt, statics back
+            user_fun, args, kwargs, static_argnums, static_argnames = user_call(args, kwargs)
         key, name, location, eager = identify(user_fun, dbg)
         with self._lock:
             entry = self._by_key.get(key)
@@ -154,14 +155,12 @@ class watch:
         description: dict = {}
         if not eager:
             description = _watch_diff.describe(
-                user_fun, args, kwargs, tuple(getattr(ji, "static_argnums", ()) or ()),
-                tuple(getattr(ji, "static_argnames", ()) or ()), static_leaf,
+                user_fun, args, kwargs, static_argnums, static_argnames, static_leaf,
             )
-            if is_staticfield_wrapper(fun):
-                entry.note = STATICFIELD_NOTE
             if entry.compiles:
                 changes = _watch_diff.closest(entry._descriptions, description)[1]
-                if not entry.note and not _seen(entry, fun):
+                # staticfield makes one function per static variant: not the user's doing
+                if not entry.note and user_call is None and not _seen(entry, fun):
                     changes.insert(0, _new_function(fun))
             _remember(entry, fun)
         record = Compile(len(entry.compiles) + 1, call_site(), changes)
