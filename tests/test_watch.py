@@ -414,6 +414,26 @@ def test_staticfield_jit_counted_at_the_users_function():
     assert "dyn[" not in w.report() and "new function" not in w.report()
 
 
+def test_lower_trace_and_eval_shape_are_traces_not_compiles():
+    """`.lower`/`.trace`/`.eval_shape` trace without compiling: listed, not counted, until compiled."""
+    f = jax.jit(lambda x: x * 2)
+    with sf.watch() as w:
+        f.lower(jnp.ones(2))
+        f.trace(jnp.ones(3))
+        f.eval_shape(jnp.ones(5))
+        f(jnp.ones(4))
+        f.lower(jnp.ones(6)).compile()
+    (entry,) = [e for e in w.functions if not e.eager]
+    assert [(c.via, c.compiled) for c in entry.compiles] == [
+        (".lower", False), (".trace", False), (".eval_shape", False), ("", True), (".lower", True),
+    ]
+    assert entry.count == 2 and not w.over_budget(2)
+    text = w.report()
+    assert "2 compiles, and 3 trace(s) by .lower/.trace/.eval_shape" in text
+    assert "traced by .lower, not compiled" in text
+    assert w.as_dict()["functions"][0]["compiles"] == 2
+
+
 class Box:
     """A custom pytree node keeping a tag in its aux_data."""
 

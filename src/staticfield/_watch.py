@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import sys
 import threading
 import weakref
 from typing import Any, Callable
@@ -43,7 +44,12 @@ FAILED = (
 
 @dataclasses.dataclass
 class Compile:
-    """One trace (and usually one compile) of a function: where it was called and why."""
+    """One trace (and usually one compile) of a function: where it was called and why.
+
+    ``via`` is ``".lower"``, ``".trace"`` or ``".eval_shape"`` for a trace made by one
+    of those (ahead of time, or to inspect), ``""`` for a call; such a trace compiles
+    nothing until its program is compiled (``compiled``).
+    """
 
     number: int
     call_site: str
@@ -51,6 +57,12 @@ class Compile:
     trace_s: float = 0.0
     lower_s: float = 0.0
     compile_s: float = 0.0
+    via: str = ""
+    compiled_later: bool = False
+
+    @property
+    def compiled(self) -> bool:
+        return not self.via or self.compiled_later
 
 
 @dataclasses.dataclass
@@ -69,7 +81,13 @@ class WatchedFunction:
 
     @property
     def count(self) -> int:
-        return len(self.compiles)
+        """Compiles: traces by a call, and traces by ``.lower`` etc. that were compiled."""
+        return sum(c.compiled for c in self.compiles)
+
+    @property
+    def uncompiled(self) -> int:
+        """Traces by ``.lower``/``.trace``/``.eval_shape`` that compiled nothing."""
+        return len(self.compiles) - self.count
 
     def seconds(self, field: str) -> float:
         return sum(getattr(c, field) for c in self.compiles)
@@ -163,7 +181,7 @@ class watch:
                 if not entry.note and user_call is None and not _seen(entry, fun):
                     changes.insert(0, _new_function(fun))
             _remember(entry, fun)
-        record = Compile(len(entry.compiles) + 1, call_site(), changes)
+        record = Compile(len(entry.compiles) + 1, call_site(), changes, via=_via())
         entry.compiles.append(record)
         entry._descriptions.append(description)
         entry._placements.append(None)
@@ -226,6 +244,7 @@ class watch:
             if current is not None and current[1] in _squash(fun_name):
                 record = current[0]
                 if event == COMPILE_EVENT:
+                    record.compiled_later = True
                     self._local.current = None
             else:
                 record = self._unexplained(fun_name, field)
@@ -248,6 +267,22 @@ class watch:
 
 
 # -- what changed besides the arguments ------------------------------------------------
+
+
+_VIA = {"jit_lower": ".lower", "jit_trace": ".trace", "jit_eval_shape": ".eval_shape"}
+
+
+def _via(depth: int = 24) -> str:
+    """Which of JAX's ``.lower``/``.trace``/``.eval_shape`` made this trace, if one did."""
+    frame, found = sys._getframe(2), ""
+    for _ in range(depth):
+        if frame is None:
+            break
+        via = _VIA.get(frame.f_code.co_name)
+        if via and frame.f_code.co_filename.endswith("pjit.py"):
+            found = via  # the outermost: .lower traces by way of .trace
+        frame = frame.f_back  # type: ignore[assignment]
+    return found
 
 
 def _seen(entry: WatchedFunction, fun: Callable) -> bool:
