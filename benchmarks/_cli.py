@@ -35,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-compile-cache", action="store_true",
                    help="do not use JAX's persistent compilation cache for the variants case")
     p.add_argument("--strict", action="store_true", help="exit with status 1 if a target FAILs")
+    p.add_argument("--replot", metavar="RESULTS_JSON", nargs="?", const=os.path.join(RESULTS_DIR, "results.json"),
+                   help="measure nothing: redraw the plots and rewrite the reports of RESULTS_JSON "
+                        "(default: the committed results), and the docs page when it is the committed one")
     return p
 
 
@@ -59,6 +62,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
+    if args.replot:
+        from ._run import replot
+
+        return replot(args.replot, args.out or os.path.dirname(os.path.abspath(args.replot)),
+                      (DOC_PAGE, DOC_ASSETS) if args.out is None and os.path.exists(DOC_PAGE) else None)
     with tempfile.TemporaryDirectory(prefix="staticfield-bench-") as tmp:
         if not args.smoke and not args.no_compile_cache:
             _enable_compile_cache(os.path.join(tmp, "xla-cache"))

@@ -28,7 +28,7 @@ def plots(results: Results, out_dir: str) -> list[str]:
               if results.select(g)]
     if groups:
         heights = [max(1.5, 0.42 * len(results.select(g)) + 0.8) for g, _ in groups]
-        fig, axes = plt.subplots(len(groups), 1, figsize=(8, sum(heights)),
+        fig, axes = plt.subplots(len(groups), 1, figsize=(8, sum(heights) + 0.5),
                                  gridspec_kw={"height_ratios": heights}, squeeze=False)
         for ax, (g, title) in zip(axes[:, 0], groups, strict=True):
             rows = sorted(results.select(g), key=lambda r: -r.us)
@@ -42,10 +42,12 @@ def plots(results: Results, out_dir: str) -> list[str]:
             ax.tick_params(axis="y", labelsize=8)
         from matplotlib.patches import Patch
 
-        axes[0, 0].legend(handles=[Patch(color=c, label=k) for k, c in (
+        # Above the bars, not over them: inside an axis it would hide a bar's value.
+        fig.legend(handles=[Patch(color=c, label=k) for k, c in (
             ("staticfield", _COLORS["ours"]), ("other libraries", _COLORS["anchor"]),
-            ("plain JAX", _COLORS["baseline"]))], fontsize=7, loc="lower right")
-        fig.tight_layout()
+            ("plain JAX", _COLORS["baseline"]))], fontsize=8, loc="upper center", ncol=3,
+            frameon=False)
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / fig.get_figheight()))
         written.append(_save(fig, out_dir, "dispatch.png", plt))
 
     if results.select(variants.VARIANTS):
@@ -60,14 +62,23 @@ def plots(results: Results, out_dir: str) -> list[str]:
 
     ops = [op for op in (fields.FLATTEN, fields.UNFLATTEN, fields.CONSTRUCTION) if results.select(op)]
     if ops:
-        fig, axes = plt.subplots(1, len(ops), figsize=(5 * len(ops), 4.2), squeeze=False)
-        for ax, op in zip(axes[0], ops, strict=True):
-            _curves(ax, results, op, cfg_params=results.config.field_counts)
+        # One panel under another, each as wide as the page: side by side they were
+        # a third of the page width each, too small to read.
+        # One legend for all panels, above them: beside each panel it took a third
+        # of the width from the curves.
+        fig, axes = plt.subplots(len(ops), 1, figsize=(8, 3.2 * len(ops) + 0.6), squeeze=False)
+        handles: dict[str, Any] = {}
+        for ax, op in zip(axes[:, 0], ops, strict=True):
+            _curves(ax, results, op, cfg_params=results.config.field_counts, legend=False)
             _log_y(ax)
             ax.set_xlabel("fields")
             ax.set_ylabel("µs per call")
             ax.set_title(f"4. {op}", fontsize=10)
-        fig.tight_layout()
+            for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+                handles.setdefault(label, handle)
+        fig.legend(handles=list(handles.values()), labels=list(handles), fontsize=9,
+                   loc="upper center", ncol=3, frameon=False)
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / fig.get_figheight()))
         written.append(_save(fig, out_dir, "fields.png", plt))
     return written
 
@@ -76,9 +87,14 @@ _ANCHOR_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#17bec
 # One colour per library in every plot.
 _LIBRARY_COLORS = (("register_dataclass", "#1f77b4"), ("flax", "#ff7f0e"), ("eqx", "#2ca02c"),
                    ("equinox", "#2ca02c"), ("jax_dataclasses", "#9467bd"))
+# And one marker per library, so curves that coincide (equal figures) still show
+# each library's points, one shape over another.
+_LIBRARY_MARKERS = (("register_dataclass", "s"), ("flax", "^"), ("eqx", "D"), ("equinox", "D"),
+                    ("jax_dataclasses", "v"))
 
 
-def _curves(ax: Any, results: Results, group: str, cfg_params: tuple[int, ...]) -> None:
+def _curves(ax: Any, results: Results, group: str, cfg_params: tuple[int, ...],
+            legend: bool = True) -> None:
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
     names: dict[str, str] = {}
@@ -89,19 +105,21 @@ def _curves(ax: Any, results: Results, group: str, cfg_params: tuple[int, ...]) 
         pts = [(p, results.get(group, p, name)) for p in cfg_params]
         pts = [(p, us) for p, us in pts if us is not None]
         if kind == "ours":
-            style = {"color": _COLORS["ours"], "linewidth": 2.5, "zorder": 3}
+            style = {"color": _COLORS["ours"], "linewidth": 2.5, "zorder": 3, "marker": "o"}
         elif kind == "baseline":
-            style = {"color": _COLORS["baseline"], "linestyle": "--"}
+            style = {"color": _COLORS["baseline"], "linestyle": "--", "marker": "x", "markersize": 8}
         else:
             color = next((c for lib, c in _LIBRARY_COLORS if lib in name), None)
-            style = {"color": color or next(spare_colors)}
-        ax.plot([p for p, _ in pts], [us for _, us in pts], marker="o", label=name, **style)
+            marker = next((m for lib, m in _LIBRARY_MARKERS if lib in name), "o")
+            style = {"color": color or next(spare_colors), "marker": marker, "markerfacecolor": "none"}
+        ax.plot([p for p, _ in pts], [us for _, us in pts], label=name, **style)
     ax.set_xscale("log")
     ax.set_xticks(list(cfg_params))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
+    if legend:
+        ax.legend(fontsize=9)
 
 
 def _log_y(ax: Any) -> None:
@@ -115,6 +133,6 @@ def _log_y(ax: Any) -> None:
 
 def _save(fig: Any, out_dir: str, name: str, plt: Any) -> str:
     path = os.path.join(out_dir, name)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=130)
     plt.close(fig)
     return path

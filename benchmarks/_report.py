@@ -8,7 +8,7 @@ import os
 import shutil
 from typing import Any
 
-from . import deps, dispatch, fields, misses, nested, stacking, variants
+from . import deps, dispatch, fields, misses, nested, stacking, variants, watch
 from ._harness import Results, Row, fmt_us
 from ._plots import plots
 from ._targets import Target
@@ -146,30 +146,41 @@ def body(results: Results, targets: list[Target], machine: dict[str, Any],
                 "First calls, each a cache miss that traces and compiles a program no earlier "
                 "call compiled; µs per miss, the fastest of the misses timed. All of staticfield's tracking runs here.", ""]
         out += _table(results.select(misses.MISSES), misses.RAW_SHAPE)
+    for group, title in ((watch.HIT, "8a. a cache hit of plain `jax.jit`, with and without `sf.watch`"),
+                         (watch.MISS, "8b. a compile of plain `jax.jit`, with and without `sf.watch`")):
+        if results.select(group):
+            out += ["", f"{h} {title}", "", "µs per call; the watcher's hooks run only on a miss.", ""]
+            out += _table(results.select(group), watch.OFF)
     out += _deps_section(results, h)
-    out += [f"- {n}" for n in results.notes] or ["- none"]
-    for k, v in results.extra.items():
-        if k not in ("variants_worst_index",):
-            out.append(f"- {k}: {v}")
+    notes = [f"- {n}" for n in results.notes]
+    compile_s = results.extra.get("variants_compile_s")
+    if compile_s:
+        notes.append(
+            f"- Tracing and compiling the {max(cfg.variants)} cached static variants of case 3 "
+            "(set-up, not timed) took "
+            + ", ".join(f"{seconds:g} s for {name}" for name, seconds in compile_s.items()) + "."
+        )
+    out += ["", f"{h} Notes", ""]
+    out += notes or ["- none"]
     return out
 
 
 def _deps_section(results: Results, h: str) -> list[str]:
     out: list[str] = []
     if results.select(deps.HIT):
-        out += ["", f'{h} 8a. deps="read": cache hit', "",
+        out += ["", f'{h} 9a. deps="read": cache hit', "",
                 'A cache-hit call of a `@sf.jit_method(deps="read")` method, against plain `jax.jit` '
                 'and the default `deps="all"`.', ""]
         out += _table(results.select(deps.HIT), deps.RAW)
     if results.select(deps.REUSE):
-        out += ["", f'{h} 8b. deps="read": a new instance reusing a program', "",
+        out += ["", f'{h} 9b. deps="read": a new instance reusing a program', "",
                 "The first call of an instance that differs only in a static the method never "
                 "read: a lookup by the read fields, no trace, no compile (the fastest of the "
                 "first calls timed), against a cache hit of the same method.", ""]
         out += _table(results.select(deps.REUSE), deps.READ_HIT)
     if results.select(deps.SWEEP):
         sweep = results.extra.get(deps.COMPILES, {})
-        out += ["", f"{h} 8c. instances differing only in an unread static (jax#33043)", "",
+        out += ["", f"{h} 9c. instances differing only in an unread static (jax#33043)", "",
                 f"{sweep.get('instances', 'N')} instances whose `name` the method never reads, "
                 "each called once: µs per instance (compiles included). Compiles: "
                 + ", ".join(f"{k}: {v}" for k, v in sweep.items() if k != "instances") + ".", ""]

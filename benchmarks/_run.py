@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import time
 
 from . import deps, dispatch, fields, misses, nested, stacking, variants, watch
-from ._harness import Config, Results, load_average, machine
+from ._harness import Config, Results, Row, load_average, machine
 from ._report import update_docs, write
-from ._targets import evaluate
+from ._targets import Target, evaluate
 
 RUNNERS = {
     "dispatch": dispatch.run,
@@ -52,3 +53,21 @@ def run(args: argparse.Namespace, out_dir: str, docs: tuple[str, str] | None = N
     if failed:
         print(f"{len(failed)} target(s) FAILED")
     return 1 if failed and args.strict else 0
+
+
+def replot(results_json: str, out_dir: str, docs: tuple[str, str] | None = None) -> int:
+    """Rewrite the plots and reports of a finished run from its ``results.json``, measuring nothing."""
+    with open(results_json) as f:
+        data = json.load(f)
+    config = {k: tuple(v) if isinstance(v, list) else v for k, v in data["config"].items()}
+    results = Results(Config(**config), [Row(**row) for row in data["rows"]],
+                      list(data["notes"]), dict(data["extra"]))
+    # The targets as that run judged them: a target added since would only show as SKIP.
+    targets = [Target(t["label"], float(t["bound"][1:]), t["bound"].startswith("≤"), t["ratio"], t["detail"])
+               for t in data["targets"]]
+    paths = write(results, targets, data["machine"], out_dir)
+    if docs is not None:
+        paths += update_docs(docs[0], docs[1], results, targets, data["machine"],
+                             [p for p in paths if p.endswith(".png")])
+    print(f"wrote {', '.join(paths)}")
+    return 0

@@ -150,3 +150,19 @@ def test_docs_block_is_regenerated_and_the_rest_of_the_page_kept(smoke, tmp_path
         assert "](assets/fields.png)" in text
     assert all((tmp_path / "assets" / Path(png).name).exists() for png in pngs)
     assert str(page) in written
+
+
+def test_replot_rewrites_the_report_from_results_json(smoke, tmp_path: Path):
+    """`--replot RESULTS_JSON --out DIR` measures nothing and writes the same report and plots."""
+    _, out, _ = smoke
+    assert benchmarks.main(["--replot", str(out / "results.json"), "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "results.md").read_text() == (out / "results.md").read_text()
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == sorted(p.name for p in out.glob("*.png"))
+
+
+def test_notes_are_sentences_not_raw_data(smoke):
+    """The report's Notes section is a list of sentences: no dict or list printed raw."""
+    _, out, _ = smoke
+    notes = (out / "results.md").read_text().split("## Notes", 1)[1]
+    assert notes.strip().startswith("- ")
+    assert "{'" not in notes and "['" not in notes

@@ -253,3 +253,27 @@ def test_wrapper_is_transparent():
     assert list(inspect.signature(p.f).parameters) == ["x", "y"]
     assert p.f == P(jnp.ones(1)).f and hash(p.f) == hash(P(jnp.ones(1)).f)
     assert float(p.f(1.0, 1.0)[0]) == 2.0 and float(P.f(p, 1.0, 1.0)[0]) == 2.0
+
+
+def test_user_errors_keep_a_clean_traceback():
+    """An error raised by the method shows the user's frames only, with no internal exception chained."""
+    import traceback
+
+    @sf.dataclass
+    class P:
+        w: jax.Array
+        tag: sf.Static[str] = "a"
+
+        @sf.jit_method(deps="read")
+        def f(self, x):
+            if self.tag == "boom":
+                raise ValueError("user error")
+            return self.w * x
+
+    p = P(jnp.ones(1), "boom")
+    for call in (lambda: p.f(1.0), lambda: P.f(p, 1.0), lambda: p.f(1.0)):
+        with pytest.raises(ValueError, match="user error") as info:
+            call()
+        assert info.value.__context__ is None
+        text = "".join(traceback.format_exception(info.value))
+        assert "<generated" not in text and "staticfield/_" not in text, text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -178,6 +179,57 @@ def test_tracebacks_hide_staticfield_frames():
     assert any(f.filename == __file__ for f in frames)
 
 
+class _Raises(sf.Struct):
+    w: jax.Array
+
+    @sf.jit_method
+    def plain(self, x):
+        raise ValueError("raised by the user's method")
+
+    @sf.jit_method(static_argnames="k")
+    def with_static(self, x, k=1):
+        raise ValueError("raised by the user's method")
+
+
+def _raise_in(x, *, mode=0):
+    raise ValueError("raised by the user's function")
+
+
+@pytest.mark.parametrize("call", [
+    lambda: sf.jit(_raise_in)(1.0),
+    lambda: sf.jit(_raise_in, static_argnames="mode")(1.0, mode=2),
+    lambda: _Raises(jnp.ones(2)).plain(1.0),
+    lambda: _Raises(jnp.ones(2)).with_static(1.0, k=2),
+    lambda: _Raises.plain(_Raises(jnp.ones(2)), 1.0),
+], ids=["sf.jit", "sf.jit static", "jit_method", "jit_method static", "Cls.method(obj)"])
+def test_tracebacks_of_user_errors_hide_staticfield_frames(call):
+    """An error raised by the user's own code shows the user's frames and none of staticfield's."""
+    import traceback
+
+    with pytest.raises(ValueError, match="raised by the user's") as info:
+        call()
+    frames = traceback.extract_tb(info.value.__traceback__)
+    ours = [f"{f.filename}:{f.lineno}" for f in frames
+            if "/staticfield/" in f.filename or f.filename.startswith("<staticfield")]
+    assert not ours
+    assert [f.name for f in frames if f.filename == __file__][-1] in ("plain", "with_static", "_raise_in")
+
+
+def test_traceback_filtering_off_shows_every_frame():
+    """JAX_TRACEBACK_FILTERING=off keeps staticfield's frames, as it keeps JAX's."""
+    import traceback
+
+    before = jax.config.jax_traceback_filtering
+    jax.config.update("jax_traceback_filtering", "off")
+    try:
+        with pytest.raises(ValueError) as info:
+            sf.jit(_raise_in, static_argnames="mode")(1.0, mode=3)
+    finally:
+        jax.config.update("jax_traceback_filtering", before)
+    frames = traceback.extract_tb(info.value.__traceback__)
+    assert [f for f in frames if "/staticfield/" in f.filename]
+
+
 def test_explain_cache_misses_names_user_paths(caplog):
     """jax_explain_cache_misses reports argument paths and the call site in the user's words."""
     f = sf.jit(lambda params, x: x * params["w"])
@@ -186,7 +238,27 @@ def test_explain_cache_misses_names_user_paths(caplog):
         f({"w": jnp.ones(3)}, 1.0)
     text = caplog.text
     assert "params['w']" in text
-    assert "dyn[" not in text and "staticfield generated" not in text
+    assert "dyn[" not in text and "<generated" not in text
+
+
+def test_explain_cache_misses_explains_a_new_static_variant(caplog):
+    """With jax_explain_cache_misses on, a changed static field is explained at WARNING in the user's words."""
+    Model = _model_class()
+    with jax.explain_cache_misses(True), caplog.at_level("WARNING"):
+        Model(jnp.ones(2), 3).apply(1.0)
+        caplog.clear()
+        Model(jnp.ones(2), 4).apply(1.0)
+    ours = [r for r in caplog.records if r.name == "staticfield"]
+    assert len(ours) == 1 and ours[0].levelname == "WARNING"
+    text = ours[0].getMessage()
+    assert "self.n: 3 → 4 (static)" in text
+    assert f"{Path(__file__).name}:" in text  # the call site
+    assert "never seen function" in text  # says what JAX's own line above means
+    caplog.clear()
+    with jax.explain_cache_misses(True), caplog.at_level("WARNING"):
+        Model(jnp.ones(5), 4).apply(1.0)  # a new shape: JAX's own explanation says it all
+    assert [r for r in caplog.records if r.name == "staticfield"] == []
+    assert "self.w" in caplog.text
 
 
 def test_trace_eval_shape_and_lower_take_the_users_arguments():

@@ -5,7 +5,11 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -28,3 +32,28 @@ def test_readme_names_the_commands():
     text = README.read_text()
     for command in ("make demo", "make test", "make bench"):
         assert f"`{command}`" in text
+
+
+def test_readme_says_how_to_choose_the_python_and_start_over():
+    """The README shows how to pick the Python the venv is made from, and how to start over."""
+    text = README.read_text()
+    assert "`PYTHON=python3.12 make test`" in text
+    assert "`make clean`" in text
+
+
+@pytest.mark.parametrize("checker", ["pyright", "mypy"])
+def test_readme_quick_start_type_checks(checker: str, tmp_path: Path):
+    """The README's quick start passes pyright and mypy --strict as written."""
+    binary = Path(sys.executable).parent / checker
+    if not binary.exists():
+        pytest.skip(f"{checker} is not installed (pip install -e '.[typing]')")
+    (code,) = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    source = tmp_path / "quick_start.py"
+    source.write_text(code)
+    if checker == "pyright":
+        cmd = [str(binary), "--pythonpath", sys.executable, str(source)]
+    else:
+        cmd = [str(binary), "--strict", "--python-executable", sys.executable, "--cache-dir",
+               str(tmp_path / ".mypy_cache"), str(source)]
+    result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -383,7 +383,7 @@ def test_hook_is_removed_on_exit():
 
 
 def test_staticfield_jit_counted_at_the_users_function():
-    """sf.jit_method compiles are counted under the user's method, without a false 'new function'."""
+    """sf.jit_method and sf.jit compiles are counted and explained in the user's paths."""
 
     @sf.dataclass
     class Model:
@@ -394,18 +394,44 @@ def test_staticfield_jit_counted_at_the_users_function():
         def __call__(self, x):
             return self.w * x * self.depth
 
+        @sf.jit_method(static_argnames="k")
+        def scaled(self, x, k=1):
+            return self.w * x * k
+
     with sf.watch() as w:
         Model(jnp.ones(2))(jnp.ones(2))
         Model(jnp.ones(2), 3)(jnp.ones(2))
+        Model(jnp.ones(3), 3)(jnp.ones(3))
+        Model(jnp.ones(2)).scaled(1.0, k=2)
+        Model(jnp.ones(2)).scaled(1.0, k=3)
+    entries = {e.name.rsplit(".", 1)[-1]: e for e in w.functions if not e.eager}
+    call, scaled = entries["__call__"], entries["scaled"]
+    assert call.count == 3 and scaled.count == 2
+    assert "test_watch.py:" in call.location  # the user's method, not staticfield's inner
+    assert [(c.path, c.kind, c.old, c.new) for c in call.compiles[1].changes] == [("self.depth", "static", "2", "3")]
+    assert {(c.path, c.kind) for c in call.compiles[2].changes} == {("self.w", "shape"), ("x", "shape")}
+    assert [(c.path, c.kind) for c in scaled.compiles[1].changes] == [("k", "static_arg")]
+    assert "dyn[" not in w.report() and "new function" not in w.report()
+
+
+def test_lower_trace_and_eval_shape_are_traces_not_compiles():
+    """`.lower`/`.trace`/`.eval_shape` trace without compiling: listed, not counted, until compiled."""
+    f = jax.jit(lambda x: x * 2)
+    with sf.watch() as w:
+        f.lower(jnp.ones(2))
+        f.trace(jnp.ones(3))
+        f.eval_shape(jnp.ones(5))
+        f(jnp.ones(4))
+        f.lower(jnp.ones(6)).compile()
     (entry,) = [e for e in w.functions if not e.eager]
-    assert entry.name.endswith("Model.__call__") and entry.count == 2
-    assert "test_watch.py:" in entry.location  # the user's method, not staticfield's inner
-    # JAX sees either staticfield's per-static-key inner function (the depth is kept out
-    # of its view: a note, never a false "new function") or the method itself (the field)
-    second = [(c.path, c.kind) for c in entry.compiles[1].changes]
-    assert second in ([], [("self.depth", "static")])
-    if not second:
-        assert "sf.jit/sf.jit_method" in w.report()
+    assert [(c.via, c.compiled) for c in entry.compiles] == [
+        (".lower", False), (".trace", False), (".eval_shape", False), ("", True), (".lower", True),
+    ]
+    assert entry.count == 2 and not w.over_budget(2)
+    text = w.report()
+    assert "2 compiles, and 3 trace(s) by .lower/.trace/.eval_shape" in text
+    assert "traced by .lower, not compiled" in text
+    assert w.as_dict()["functions"][0]["compiles"] == 2
 
 
 class Box:

@@ -14,7 +14,7 @@ from ._field import Static as Static
 from ._field import field as field
 from ._field import is_static as is_static
 from ._field import static as static
-from ._freeze import FrozenDict as FrozenDict
+from ._frozendict import FrozenDict as FrozenDict
 from ._instance import replace as replace
 from ._jit import jit as jit
 from ._jit import jit_method as jit_method

@@ -7,12 +7,36 @@ The examples live in ``staticfield.examples`` (one module per scenario, each wit
 from __future__ import annotations
 
 import argparse
+import codecs
+import dataclasses
 import importlib
+import io
 import os
 import sys
+from types import ModuleType
 from typing import Sequence
 
+from . import _field
 from .examples import EXAMPLES
+
+# Characters the output uses, and what a terminal that cannot show them gets instead.
+_ASCII = {"\u2192": "->", "\u2026": "...", "\u00d7": "x"}
+
+
+def _to_ascii(err: UnicodeError) -> tuple[str, int]:
+    if not isinstance(err, UnicodeEncodeError):
+        raise err
+    text = err.object[err.start : err.end]
+    return "".join(_ASCII.get(c, "?") for c in text), err.end
+
+
+codecs.register_error("staticfield.ascii", _to_ascii)
+
+
+def _degrade_unencodable_output() -> None:
+    """On a stdout that cannot encode ``→`` (``PYTHONIOENCODING=cp1252``), print ``->``."""
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(errors="staticfield.ascii")
 
 _USAGE_EPILOG = (
     "examples, in the order `demo` runs them: " + ", ".join(EXAMPLES) + "\n"
@@ -56,6 +80,19 @@ def _title(number: int, name: str, doc: str) -> str:
     return f"{head}\n{'=' * len(head)}"
 
 
+def _fields_legend(module: ModuleType) -> list[str]:
+    """One line per dataclass the example defines: its fields, the static ones marked."""
+    lines = []
+    for obj in vars(module).values():
+        if isinstance(obj, type) and obj.__module__ == module.__name__ and dataclasses.is_dataclass(obj):
+            names = [
+                f"{f.name} (static)" if _field.is_static(f) else f"{f.name} (dynamic)"
+                for f in dataclasses.fields(obj)
+            ]
+            lines.append(f"{obj.__name__}: {', '.join(names)}")
+    return lines
+
+
 def demo(names: Sequence[str] = ()) -> None:
     """Run the named examples (all by default), each under a title line."""
     chosen = [n for n in EXAMPLES if n in names] if names else list(EXAMPLES)
@@ -64,8 +101,24 @@ def demo(names: Sequence[str] = ()) -> None:
         if i:
             print()
         print(_title(EXAMPLES.index(name) + 1, name, module.__doc__ or ""))
+        print(f"source: {module.__file__}")
+        for line in _fields_legend(module):
+            print(line)
+        print()
         module.run()
         sys.stdout.flush()
+
+
+def _demo_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    unknown = [n for n in args.names if n not in EXAMPLES]
+    if unknown:
+        parser.exit(2, f"{parser.prog} demo: unknown example {', '.join(map(repr, unknown))}; "
+                       f"choose from {', '.join(EXAMPLES)}\n")
+    demo(args.names)
+
+
+# One entry per subcommand: (parser, parsed arguments) -> None.
+_COMMANDS = {"demo": _demo_command}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -79,12 +132,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    unknown = [n for n in args.names if n not in EXAMPLES]
-    if unknown:
-        parser.exit(2, f"{parser.prog} demo: unknown example {', '.join(map(repr, unknown))}; "
-                       f"choose from {', '.join(EXAMPLES)}\n")
+    _degrade_unencodable_output()
     try:
-        demo(args.names)
+        _COMMANDS[args.command](parser, args)
     except BrokenPipeError:  # `... demo | head`: stop quietly, as other CLI tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1

@@ -20,6 +20,7 @@ from ._engine import JitFunction
 from ._spec import SPECS
 from ._state import cache_binding, flat
 from ._tracker import TRACKER_SETTINGS, check_positive
+from ._traceback import hide
 
 
 class JitMethod:
@@ -100,7 +101,11 @@ class JitMethod:
             object.__setattr__(self, name, value)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._jit.call(*args, **kwargs)
+        try:
+            return self._jit.call(*args, **kwargs)
+        except Exception as exc:
+            hide(exc)
+            raise
 
     def __repr__(self) -> str:
         return repr(self._jit)
@@ -134,7 +139,11 @@ class ClassView:
         return sum(jitted._cache_size() for jitted in programs.values())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._method(*args, **kwargs)
+        try:
+            return self._method(*args, **kwargs)
+        except Exception as exc:
+            hide(exc)
+            raise
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in ("_method", "_cls"):
@@ -166,7 +175,6 @@ class BoundMethod(functools.partial):
     """
 
     __slots__ = ("engine", "key")
-    __staticfield_bound__ = True  # lets construction checks drop a stale cached binding
 
     engine: JitFunction
     key: Any

@@ -20,10 +20,11 @@ from . import _describe
 from ._args import check_jit_kwargs, qualname, resolve_donation, resolve_static
 from ._deps import Deps, check_deps
 from ._errors import RecompileError
-from ._freeze import StaticArgKey
 from ._hitpath import deps_bound_call, deps_method_call, general_call, method_call
+from ._keys import StaticArgKey
 from ._spec import SPECS
 from ._state import flat
+from ._traceback import hide
 from ._tracker import (
     TRACKER_COUNTERS,
     UNSET,
@@ -124,7 +125,11 @@ class JitFunction:
         return jitted, dyn, kwargs
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.call(*args, **kwargs)
+        try:
+            return self.call(*args, **kwargs)
+        except Exception as exc:
+            hide(exc)
+            raise
 
     # ----- AOT and inspection: the user's arguments, JAX's methods --------------------
     def _jax_call(self, args: tuple, kwargs: dict) -> tuple[Any, list, dict]:

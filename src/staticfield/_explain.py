@@ -13,7 +13,7 @@ from typing import Any
 
 from ._describe import PASSING as _PASSING
 from ._display import short_dtype
-from ._freeze import keyable
+from ._keys import keyable
 
 KINDS = ("static", "shape", "dtype", "weak_type", "structure", "sharding", "static_arg")
 

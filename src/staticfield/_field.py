@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from typing_extensions import Annotated, get_args, get_origin
 
+if TYPE_CHECKING:
+    from jax.sharding import PartitionSpec
+
 T = TypeVar("T")
 
 STATIC = "static"  # jax.tree_util.register_dataclass's convention
@@ -55,7 +58,7 @@ def field(
     repr: bool = True,
     kw_only: bool | Any = dataclasses.MISSING,
     metadata: dict[str, Any] | None = None,
-    sharding: Any = None,
+    sharding: PartitionSpec | None = None,
 ) -> Any:
     """Declare a field of an ``@sf.dataclass``.
 

@@ -145,7 +145,4 @@ def _check_opaque(value: Any, where: str, field: str) -> None:
             )
 
 
-# Re-exported for modules that have not moved to ``_keys``/``_frozendict`` yet.
-from ._keys import StaticArgKey, StaticKey, keyable  # noqa: E402,F401
-
-__all__ = ["ATOMIC", "FrozenDict", "StaticArgKey", "StaticKey", "freeze", "keyable"]
+__all__ = ["ATOMIC", "freeze", "holds_arrays"]

@@ -3,8 +3,9 @@
 Generated code (a class's ``__init__``, flatten and unflatten; jit hit paths) is
 written as source that looks like the code it stands for, then compiled here:
 
-- The source goes into ``linecache`` under ``<staticfield generated WHAT #n>``, so
-  tracebacks, pdb and ``inspect.getsource`` show it; each function also keeps it
+- The source goes into ``linecache`` under ``<generated WHAT #n>`` in this package's
+  directory (so JAX's traceback filtering, see ``_traceback``, hides it with the rest
+  of staticfield), and tracebacks, pdb and ``inspect.getsource`` show it; each function also keeps it
   as ``__source__`` and gets a ``__doc__`` saying what generated it.
 - The functions are made by a factory whose parameters are the namespace entries,
   so generated code reads its helpers as closure variables.
@@ -21,11 +22,13 @@ from __future__ import annotations
 import builtins
 import itertools
 import linecache
+import os
 import types
 from typing import Any, Iterator
 
 _counter = itertools.count()
 _BUILTINS = vars(builtins)
+_HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _names(code: types.CodeType) -> Iterator[str]:
@@ -57,7 +60,7 @@ def compile_functions(
     params = {**namespace, **{n: _BUILTINS[n] for n in used_builtins}}
     returned = ", ".join(f"{n!r}: {n}" for n in names)
     source = f"def __sf_create__({', '.join(params)}):\n{body}    return {{{returned}}}\n"
-    filename = f"<staticfield generated {what} #{next(_counter)}>"
+    filename = os.path.join(_HERE, f"<generated {what} #{next(_counter)}>")
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     scope: dict[str, Any] = {}
     glob = module_globals if module_globals is not None else {"__builtins__": builtins}

@@ -19,12 +19,21 @@ from ._deps import Abort
 from ._gen import compile_functions
 from ._spec import SPECS
 from ._state import FLAT_ATTR
+from ._traceback import hide
 
 # Names the generated code uses: a parameter called one of these takes the *args path.
 _GENERATED_NAMES = (
     "self", "obj", "jitted", "children", "key", "keys", "vkey", "dyn", "a", "args", "kwargs",
     "variants", "miss", "general", "SPECS", "_", "KeyError", "AttributeError", "tuple",
+    "hide", "exc", "Exception",
 )
+
+
+def _hiding(lines: list[str]) -> list[str]:
+    """``lines`` (a ``def`` and its body) with the body in ``try``; what it raises leaves
+    without staticfield's frames (see ``_traceback``). Free on a call that does not raise."""
+    return [lines[0], "    try:", *("    " + line for line in lines[1:]),
+            "    except Exception as exc:", "        hide(exc)", "        raise"]
 
 
 def plain_positional(fn: Callable, skip_self: bool = True, reserved: tuple = ()) -> list[str] | None:
@@ -47,8 +56,12 @@ def general_call(prepare: Callable[[tuple, dict], tuple[Any, list, dict]]) -> Ca
     """The path with static arguments: the variant depends on the call's arguments."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        jitted, dyn, kwargs = prepare(args, kwargs)
-        return jitted(*dyn, **kwargs)
+        try:
+            jitted, dyn, kwargs = prepare(args, kwargs)
+            return jitted(*dyn, **kwargs)
+        except Exception as exc:
+            hide(exc)
+            raise
 
     return call
 
@@ -122,7 +135,9 @@ def public_function(engine: Any) -> Callable[..., Any]:
         lines = ["def call(*args, **kwargs):", "    return general(*args, **kwargs)"]
     else:
         lines = _plain_lines(plain_positional(fn, skip_self=False))
-    namespace = {"SPECS": SPECS, "variants": engine.variants, "miss": engine.general_miss, "general": engine.call}
+    lines = _hiding(lines)
+    namespace = {"SPECS": SPECS, "variants": engine.variants, "miss": engine.general_miss, "general": engine.call,
+                 "hide": hide}
     call = compile_functions(lines, ["call"], namespace, what=f"sf.jit hit path of {qualname(fn)}")["call"]
     wrapper = JitWrapper(call)
     state = engine.tracker.__dict__
@@ -151,7 +166,7 @@ def method_call(fn: Callable, variants: dict, miss: Callable[[Any], tuple]) -> C
     else:
         signature = ", ".join(["obj", *params])
         forward = ", ".join(params)
-    lines = [
+    lines = _hiding([
         f"def call({signature}):",
         "    try:",
         f"        children, key = obj.{FLAT_ATTR}",
@@ -159,8 +174,8 @@ def method_call(fn: Callable, variants: dict, miss: Callable[[Any], tuple]) -> C
         "    except (KeyError, AttributeError):",
         "        jitted, children = miss(obj)",
         f"    return jitted(children{', ' if forward else ''}{forward})",
-    ]
-    namespace = {"variants": variants, "miss": miss}
+    ])
+    namespace = {"variants": variants, "miss": miss, "hide": hide}
     return compile_functions(lines, ["call"], namespace, what=f"jit_method hit path of {qualname(fn)}")["call"]
 
 
@@ -171,12 +186,13 @@ def _deps_tail(rest: str, again: str) -> list[str]:
     """Call the variant; after an abort, or if the key was moved off this program while
     the call ran (another thread), call again through ``retry``."""
     return [
-        "    try:",
-        f"        out = entry[0](children{rest})",
-        "    except Abort:",
-        f"        return retry({again}{rest})",
-        "    if get(key) is entry:",
-        "        return out",
+        "    if entry is not None:",
+        "        try:",
+        f"            out = entry[0](children{rest})",
+        "        except Abort:",  # calls again outside the handler: no internal exception in
+        "            entry = None",  # the context of what the user sees
+        "        if entry is not None and get(key) is entry:",
+        "            return out",
         f"    return retry({again}{rest})",
     ]
 
@@ -194,16 +210,17 @@ def deps_method_call(fn: Callable, variants: dict, retry: Callable[..., Any]) ->
     else:
         signature, forward = ", ".join(["obj", *params]), ", ".join(params)
     rest = f", {forward}" if forward else ""
-    lines = [
+    lines = _hiding([
         f"def call({signature}):",
         "    try:",
         f"        children, key = obj.{FLAT_ATTR}",
-        "        entry = variants[key]",
-        "    except (KeyError, AttributeError):",
-        f"        return retry(obj{rest})",
+        "    except AttributeError:",
+        "        children = key = entry = None",
+        "    else:",
+        "        entry = get(key)",
         *_deps_tail(rest, "obj"),
-    ]
-    namespace = {"variants": variants, "get": variants.get, "retry": retry, "Abort": Abort}
+    ])
+    namespace = {"variants": variants, "get": variants.get, "retry": retry, "Abort": Abort, "hide": hide}
     return compile_functions(lines, ["call"], namespace, what=f"deps hit path of {qualname(fn)}")["call"]
 
 
@@ -221,13 +238,11 @@ def deps_bound_call(fn: Callable, variants: dict, retry: Callable[..., Any]) -> 
         signature, forward = ", ".join(["children", "key", *params]), ", ".join(params)
     rest = f", {forward}" if forward else ""
     again = "SPECS[key.cls].unflatten(key, children)"
-    lines = [
+    lines = _hiding([
         f"def call({signature}):",
-        "    try:",
-        "        entry = variants[key]",
-        "    except KeyError:",
-        f"        return retry({again}{rest})",
+        "    entry = get(key)",
         *_deps_tail(rest, again),
-    ]
-    namespace = {"variants": variants, "get": variants.get, "retry": retry, "Abort": Abort, "SPECS": SPECS}
+    ])
+    namespace = {"variants": variants, "get": variants.get, "retry": retry, "Abort": Abort, "hide": hide,
+                 "SPECS": SPECS}
     return compile_functions(lines, ["call"], namespace, what=f"deps bound method of {qualname(fn)}")["call"]

@@ -15,11 +15,9 @@ variants and misses), which builds on ``_variant`` (one variant's ``jax.jit``),
 from __future__ import annotations
 
 import functools
-import os
 import types
 from typing import Any, Callable, Literal, TypeVar, overload
 
-from jax._src import source_info_util, traceback_util
 from typing_extensions import Concatenate, ParamSpec
 
 from ._args import qualname, signature_parts
@@ -28,12 +26,6 @@ from ._engine import JitFunction
 from ._hitpath import public_function
 from ._tracker import UNSET, default_warn_compiles
 from ._types import JitMethodDescriptor, Jitted
-
-# JAX drops these files' frames (and our generated code's) from user tracebacks and
-# from the call sites it reports, as it does its own.
-traceback_util.register_exclusion(os.path.dirname(os.path.abspath(__file__)))
-source_info_util.register_exclusion(os.path.dirname(os.path.abspath(__file__)))
-source_info_util.register_exclusion("<staticfield generated")
 
 _JIT_DEPS = (
     "{name}: sf.jit does not take deps=: it applies to @sf.jit_method, where it chooses "

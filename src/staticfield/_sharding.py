@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import jax
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec
+from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec
 
 from ._field import sharding_of
 from ._spec import is_instance, spec_of
@@ -46,7 +46,7 @@ NOT_DIVISIBLE = (
 )
 
 
-def shardings(obj: T, mesh: Any) -> T:
+def shardings(obj: T, mesh: Mesh | AbstractMesh) -> T:
     """A pytree like ``obj`` with a ``NamedSharding(mesh, spec)`` per leaf.
 
     ``spec`` is the ``sharding=`` annotation of the nearest enclosing field
@@ -66,7 +66,7 @@ def shardings(obj: T, mesh: Any) -> T:
     return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(obj), out)
 
 
-def shard(obj: T, mesh: Any) -> T:
+def shard(obj: T, mesh: Mesh | AbstractMesh) -> T:
     """Place ``obj`` on ``mesh`` as annotated: ``jax.device_put(obj, sf.shardings(obj, mesh))``."""
     __tracebackhide__ = True
     return jax.device_put(obj, shardings(obj, mesh))

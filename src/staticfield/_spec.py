@@ -151,12 +151,3 @@ def static_fields(cls_or_obj: Any) -> tuple[str, ...]:
 def dynamic_fields(cls_or_obj: Any) -> tuple[str, ...]:
     """Names of the dynamic fields (the pytree children), in declaration order."""
     return spec_of(cls_or_obj, "sf.dynamic_fields").dynamic_names
-
-
-def __getattr__(name: str) -> Any:
-    # KEY_ATTR and FLAT_ATTR moved to _state, their owner; this keeps old imports working.
-    if name in ("KEY_ATTR", "FLAT_ATTR"):
-        from . import _state
-
-        return getattr(_state, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

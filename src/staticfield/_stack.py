@@ -16,7 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._freeze import FrozenDict, keyable
+from ._frozendict import FrozenDict
+from ._keys import keyable
 from ._display import summary
 from ._spec import SPEC_ATTR, is_instance, spec_of
 

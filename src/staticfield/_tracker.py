@@ -29,11 +29,20 @@ import types
 import warnings
 from typing import Any, Callable
 
+import jax
+
 from . import _explain
 from ._errors import RecompileError, StaticFieldWarning, recompile_budget_message
 from ._explain import Recompile
 
 logger = logging.getLogger("staticfield")
+
+_NEW_VARIANT = ("static", "static_arg", "structure")  # kinds that make a program JAX has not seen
+_FOR_JAX_EXPLAIN = (
+    "  jax_explain_cache_misses: where JAX says 'never seen function' for this compile, it is the\n"
+    "  first program of a new static variant (staticfield compiles one per static key); the\n"
+    "  changes above are what made it."
+)
 
 class _Unset:
     """The default of ``warn_compiles``: read ``STATICFIELD_WARN_COMPILES``."""
@@ -176,7 +185,11 @@ class Tracker:
                     counts.recompiles.append(event)
             warn = self._threshold_reached(n)
         if event is not None and n > 1:
-            logger.info("%s", event)
+            if jax.config.jax_explain_cache_misses and any(c.kind in _NEW_VARIANT for c in event.changes):
+                # JAX's own line for a new static variant says "never seen function".
+                logger.warning("%s\n  (called at %s)\n%s", event, ticket.location or "?", _FOR_JAX_EXPLAIN)
+            else:
+                logger.info("%s", event)
         else:
             logger.debug("%s compiled for the first time", self.function)
         if warn:  # not guarded: a user who made warnings errors gets the error

@@ -15,7 +15,7 @@ this runs only when JAX traces or reports an error, never on a hit.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import jax
 
@@ -43,6 +43,16 @@ class StaticArg:
 
     def __init__(self, value: Any) -> None:
         self.value = value
+
+
+class UserCall(NamedTuple):
+    """A variant's call as the user made it: instances rebuilt, static arguments back."""
+
+    fn: Callable
+    args: tuple
+    kwargs: dict
+    static_argnums: tuple
+    static_argnames: tuple
 
 
 class UserSignature(inspect.Signature):
@@ -81,18 +91,27 @@ def make_jitted(
     """``jax.jit`` of ``fn`` for one layout; ``traced(args, kwargs)`` runs the user's
     function with tracking, given the rebuilt arguments."""
 
-    def inner(*dyn: Any, **kwargs: Any) -> Any:
+    def rebuild(dyn: tuple) -> tuple:
         args = list(dyn)
         for i, entry in layout.items():
             args[i] = entry.rebuild(dyn[i]) if isinstance(entry, Split) else entry.value
+        return tuple(args)
+
+    def inner(*dyn: Any, **kwargs: Any) -> Any:
         kwargs.update(static_kwargs)
-        return traced(tuple(args), kwargs)
+        return traced(rebuild(dyn), kwargs)
+
+    def user_call(dyn: tuple, kwargs: dict) -> UserCall:
+        """What the user called, for JAX's ``(dyn, kwargs)``: for ``sf.watch``'s explanations."""
+        statics = dict(static_kwargs)
+        return UserCall(fn, rebuild(dyn), {**kwargs, **statics}, tuple(sorted(static_pos)), tuple(statics))
 
     inner.__name__ = getattr(fn, "__name__", "fn")
     inner.__qualname__ = qualname(fn)
     inner.__module__ = getattr(fn, "__module__", None)  # type: ignore[assignment]
     inner.__doc__ = getattr(fn, "__doc__", None)
     inner.__wrapped__ = fn  # type: ignore[attr-defined]
+    inner.__sf_user_call__ = user_call  # type: ignore[attr-defined]
     signature = user_signature(fn, layout)
     if signature is not None:
         inner.__signature__ = signature  # type: ignore[attr-defined]

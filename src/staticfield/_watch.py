@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import sys
 import threading
 import weakref
 from typing import Any, Callable
@@ -24,7 +25,7 @@ from . import _watch_diff
 from ._explain import Change
 from ._watch_hooks import activate, deactivate
 from ._watch_report import render, to_dict
-from ._watch_site import call_site, identify, is_staticfield_wrapper, unwrap_library
+from ._watch_site import call_site, identify, unwrap_library
 
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -35,10 +36,6 @@ NO_HOOK = (
     "staticfield watch: this JAX ({version}) has no jax._src.pjit._trace_for_jit to hook, "
     "so recompiles are counted and timed but not explained"
 )
-STATICFIELD_NOTE = (
-    "recompiled for a static value that sf.jit/sf.jit_method keep out of JAX's view; "
-    "their own recompile explanations name the field (see Explaining recompiles)"
-)
 FAILED = (
     "staticfield watch: the watcher failed inside {where} ({error}); the program went on "
     "unharmed, but this report may be incomplete"
@@ -47,7 +44,12 @@ FAILED = (
 
 @dataclasses.dataclass
 class Compile:
-    """One trace (and usually one compile) of a function: where it was called and why."""
+    """One trace (and usually one compile) of a function: where it was called and why.
+
+    ``via`` is ``".lower"``, ``".trace"`` or ``".eval_shape"`` for a trace made by one
+    of those (ahead of time, or to inspect), ``""`` for a call; such a trace compiles
+    nothing until its program is compiled (``compiled``).
+    """
 
     number: int
     call_site: str
@@ -55,6 +57,12 @@ class Compile:
     trace_s: float = 0.0
     lower_s: float = 0.0
     compile_s: float = 0.0
+    via: str = ""
+    compiled_later: bool = False
+
+    @property
+    def compiled(self) -> bool:
+        return not self.via or self.compiled_later
 
 
 @dataclasses.dataclass
@@ -73,7 +81,13 @@ class WatchedFunction:
 
     @property
     def count(self) -> int:
-        return len(self.compiles)
+        """Compiles: traces by a call, and traces by ``.lower`` etc. that were compiled."""
+        return sum(c.compiled for c in self.compiles)
+
+    @property
+    def uncompiled(self) -> int:
+        """Traces by ``.lower``/``.trace``/``.eval_shape`` that compiled nothing."""
+        return len(self.compiles) - self.count
 
     def seconds(self, field: str) -> float:
         return sum(getattr(c, field) for c in self.compiles)
@@ -145,6 +159,11 @@ class watch:
 
     def _record(self, fun: Callable, ji: Any, dbg: Any, args: tuple, kwargs: dict) -> None:
         user_fun, args, kwargs, static_leaf = unwrap_library(fun, args, kwargs)
+        static_argnums = tuple(getattr(ji, "static_argnums", ()) or ())
+        static_argnames = tuple(getattr(ji, "static_argnames", ()) or ())
+        user_call = getattr(fun, "__sf_user_call__", None)
+        if user_call is not None:  # sf.jit/sf.jit_method: its instances rebuilt, statics back
+            user_fun, args, kwargs, static_argnums, static_argnames = user_call(args, kwargs)
         key, name, location, eager = identify(user_fun, dbg)
         with self._lock:
             entry = self._by_key.get(key)
@@ -154,17 +173,15 @@ class watch:
         description: dict = {}
         if not eager:
             description = _watch_diff.describe(
-                user_fun, args, kwargs, tuple(getattr(ji, "static_argnums", ()) or ()),
-                tuple(getattr(ji, "static_argnames", ()) or ()), static_leaf,
+                user_fun, args, kwargs, static_argnums, static_argnames, static_leaf,
             )
-            if is_staticfield_wrapper(fun):
-                entry.note = STATICFIELD_NOTE
             if entry.compiles:
                 changes = _watch_diff.closest(entry._descriptions, description)[1]
-                if not entry.note and not _seen(entry, fun):
+                # staticfield makes one function per static variant: not the user's doing
+                if not entry.note and user_call is None and not _seen(entry, fun):
                     changes.insert(0, _new_function(fun))
             _remember(entry, fun)
-        record = Compile(len(entry.compiles) + 1, call_site(), changes)
+        record = Compile(len(entry.compiles) + 1, call_site(), changes, via=_via())
         entry.compiles.append(record)
         entry._descriptions.append(description)
         entry._placements.append(None)
@@ -227,6 +244,7 @@ class watch:
             if current is not None and current[1] in _squash(fun_name):
                 record = current[0]
                 if event == COMPILE_EVENT:
+                    record.compiled_later = True
                     self._local.current = None
             else:
                 record = self._unexplained(fun_name, field)
@@ -249,6 +267,22 @@ class watch:
 
 
 # -- what changed besides the arguments ------------------------------------------------
+
+
+_VIA = {"jit_lower": ".lower", "jit_trace": ".trace", "jit_eval_shape": ".eval_shape"}
+
+
+def _via(depth: int = 24) -> str:
+    """Which of JAX's ``.lower``/``.trace``/``.eval_shape`` made this trace, if one did."""
+    frame, found = sys._getframe(2), ""
+    for _ in range(depth):
+        if frame is None:
+            break
+        via = _VIA.get(frame.f_code.co_name)
+        if via and frame.f_code.co_filename.endswith("pjit.py"):
+            found = via  # the outermost: .lower traces by way of .trace
+        frame = frame.f_back  # type: ignore[assignment]
+    return found
 
 
 def _seen(entry: WatchedFunction, fun: Callable) -> bool:

@@ -50,15 +50,24 @@ def _function_lines(f: Any) -> list[str]:
     times = "  ".join(f"{t[:-2]} {f.seconds(t):.3f} s" for t in _TIMES)
     plural = "compile" if f.count == 1 else "compiles"
     failed = f", and {f.failed_traces} trace(s) that raised" if f.failed_traces else ""
+    if f.uncompiled:
+        failed += f", and {f.uncompiled} trace(s) by .lower/.trace/.eval_shape"
     lines = [f"{f.name}{where}: {f.count} {plural}{failed}  [{times}]"]
+    compiled_before = False
     for c in f.compiles:
         at = f" at {c.call_site}" if c.call_site else ""
-        if c.number == 1:
+        if not c.compiled:
+            lines.append(f"  #{c.number}{at}: traced by {c.via}, not compiled")
+            continue
+        first, compiled_before = not compiled_before, True
+        if first and c.number == 1:
             lines.append(f"  #1{at}: first compile")
+        elif first and not c.changes:
+            lines.append(f"  #{c.number}{at}: first compile")
         elif not c.changes:
             lines.append(f"  #{c.number}{at}: {_no_change(f)}")
         else:
-            lines.append(f"  #{c.number}{at}: recompiled because")
+            lines.append(f"  #{c.number}{at}: {'compiled' if first else 'recompiled'} because")
             for i, ch in enumerate(c.changes):
                 lines.append(f"    {ch.path}: {ch.old} → {ch.new} ({ch.kind})")
                 if ch.hint and all(ch.hint != later.hint for later in c.changes[i + 1 :]):
@@ -98,6 +107,8 @@ def to_dict(functions: Sequence[Any], notices: Sequence[str], explained: bool) -
                     {
                         "number": c.number,
                         "call_site": c.call_site,
+                        "via": c.via,
+                        "compiled": c.compiled,
                         **{t: round(getattr(c, t), 6) for t in _TIMES},
                         "changes": [
                             {"path": ch.path, "kind": ch.kind, "old": ch.old,

@@ -56,23 +56,14 @@ def identify(fun: Callable, dbg: Any) -> tuple[Any, str, str, bool]:
     return ("src", src or name), name, location, False
 
 
-def is_staticfield_wrapper(fun: Callable) -> bool:
-    """Whether JAX was handed staticfield's own per-static-key inner function."""
-    code = getattr(fun, "__code__", None)
-    file = getattr(code, "co_filename", "")
-    return file.startswith(_PACKAGE_DIR) and not file.startswith(_EXAMPLES_DIR)
-
-
 def _user_function(f: Any) -> Any:
-    """The function the user wrote, behind ``__wrapped__`` or staticfield's inner function."""
+    """The function the user wrote, behind ``__wrapped__`` (staticfield's inner functions
+    and ``functools.wraps`` wrappers set it)."""
     for _ in range(8):
         wrapped = getattr(f, "__wrapped__", None)
-        if callable(wrapped):
-            f = wrapped
-        elif is_staticfield_wrapper(f) and "fn" in f.__code__.co_freevars:
-            f = f.__closure__[f.__code__.co_freevars.index("fn")].cell_contents
-        else:
+        if not callable(wrapped):
             break
+        f = wrapped
     return f
 
 

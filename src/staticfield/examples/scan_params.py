@@ -43,10 +43,11 @@ def run():
     counts = []
     for params in calls:
         _, ys = simulate(params, xs)
+        compiled = simulate.compile_count > (counts[-1] if counts else 0)
         counts.append(simulate.compile_count)
         print(
             f"simulate(Params(x_array={params.x_array}, a={params.a}), xs) -> ys={ys}"
-            f"  compile_count={simulate.compile_count}"
+            f"  compile_count={simulate.compile_count} ({'compiled' if compiled else 'hit, no compile'})"
         )
     for event in simulate.recompiles:
         print(event)

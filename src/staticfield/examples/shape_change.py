@@ -32,8 +32,12 @@ def run():
     counts = []
     for poly in calls:
         y = poly(x)
+        compiled = Poly.__call__.compile_count > (counts[-1] if counts else 0)
         counts.append(Poly.__call__.compile_count)
-        print(f"Poly(coeffs={poly.coeffs})(2.0) -> {y}  compile_count={counts[-1]}")
+        print(
+            f"Poly(coeffs={poly.coeffs})(2.0) -> {y}  compile_count={counts[-1]}"
+            f" ({'compiled' if compiled else 'hit, no compile'})"
+        )
     print(f"Poly.__call__.cache_size() = {Poly.__call__.cache_size()}")
     for event in Poly.__call__.recompiles:
         print(event)

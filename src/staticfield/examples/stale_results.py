@@ -44,7 +44,7 @@ class Model:
 
 
 def dot(model, x):
-    TRACES.append(model)  # runs once per trace, never on a cache hit
+    TRACES.append(model)  # runs once per trace (each one a compile), never on a cache hit
     return jnp.dot(model.w, x)
 
 
@@ -74,22 +74,37 @@ def run():
     print(f"  hash(HashedModel(w)) raises {hash_error}")
 
     print("@sf.dataclass with @sf.jit_method:")
-    model = Model(w_old)
-    before = model.predict(x)
-    model = sf.replace(model, w=w_new)
-    after = model.predict(x)
-    print(f"  w={w_old}: {before};  after sf.replace(model, w={w_new}): {after}")
+    model, results = Model(w_old), []
+    for label in (f"w={w_old}", f"after sf.replace(model, w={w_new})"):
+        count = Model.predict.compile_count
+        results.append(model.predict(x))
+        compiled = Model.predict.compile_count > count
+        print(
+            f"  {label}: {results[-1]}  compile_count={Model.predict.compile_count}"
+            f" ({'compiled' if compiled else 'hit, no compile'})"
+        )
+        model = sf.replace(model, w=w_new)
+    jit_method_results = [float(r) for r in results]
     print(f"  Model.predict.compile_count = {Model.predict.compile_count}")
 
     print("@sf.dataclass instance as static_argnums of plain jax.jit:")
-    static_results = []
+    static_results, previous = [], None
     for w in (w_old, jnp.array([1.0, 2.0]), w_new):
+        count = len(TRACES)
         static_results.append(dot_static(Model(w), x))
-        print(f"  dot_static(Model(w={w}), x) -> {static_results[-1]}  traces={len(TRACES)}")
+        compiled = len(TRACES) > count
+        print(
+            f"  dot_static(Model(w={w}), x) -> {static_results[-1]}  compile_count={len(TRACES)}"
+            f" ({'compiled' if compiled else 'hit, no compile'})"
+        )
+        if compiled and previous is not None:
+            print("  dot_static recompiled because:")
+            print(f"    model: Model(w={previous}) → Model(w={w}) (static argument, compared by value)")
+        previous = w
     return {
         "plain": (float(first), float(stale)),
         "hash_error": hash_error,
-        "jit_method": (float(before), float(after)),
+        "jit_method": tuple(jit_method_results),
         "jit_method_compile_count": Model.predict.compile_count,
         "static_argnums": [float(r) for r in static_results],
         "static_argnums_traces": len(TRACES),

@@ -29,9 +29,15 @@ def run():
     x = jnp.array([1.0, 2.0, 3.0])
     for step in range(100):
         layer = sf.replace(layer, w=layer.w + 1.0, use_bias=not layer.use_bias)
+        before = Dense.apply.compile_count
         y = layer.apply(x)
-        if step < 2:
-            print(f"step {step}: Dense(use_bias={layer.use_bias}).apply(x) -> {y}")
+        if step < 3:
+            compiled = Dense.apply.compile_count > before
+            print(
+                f"step {step}: Dense(use_bias={layer.use_bias}).apply(x) -> {y}"
+                f"  compile_count={Dense.apply.compile_count}"
+                f" ({'compiled' if compiled else 'hit, no compile'})"
+            )
     print(f"... 100 calls, use_bias toggled on each: last result {y}")
     print(f"Dense.apply.compile_count = {Dense.apply.compile_count}")
     print(f"Dense.apply.cache_size() = {Dense.apply.cache_size()}")

@@ -1,0 +1,70 @@
+"""The Makefile's set-up: a missing or broken .venv is (re)made before any target runs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+
+
+def make(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``make ARGS`` in ``workdir``, which holds a copy of the Makefile.
+
+    The variables of an enclosing make (the suite runs under `make test`) are
+    dropped, so the output is that of a make run from a shell.
+    """
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    return subprocess.run(
+        ["make", "--no-print-directory", *args],
+        cwd=workdir, env=env, capture_output=True, text=True, timeout=300,
+    )
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """A scratch directory holding only the repository's Makefile."""
+    shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
+    return tmp_path
+
+
+def has_pip(venv_dir: Path) -> bool:
+    python = venv_dir / "bin" / "python"
+    return subprocess.run([python, "-m", "pip", "--version"], capture_output=True).returncode == 0
+
+
+def test_venv_without_pip_is_made_again(workdir: Path):
+    """A .venv whose python has no pip (a failed `python -m venv`) is replaced by one with pip."""
+    venv.create(workdir / ".venv", with_pip=False)
+    assert not has_pip(workdir / ".venv")
+    result = make(workdir, "venv", f"PYTHON={sys.executable}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert ".venv has no working pip: making it again" in result.stdout
+    assert has_pip(workdir / ".venv")
+
+
+def test_working_venv_is_kept(workdir: Path):
+    """A .venv with a working pip is left as it is."""
+    assert make(workdir, "venv", f"PYTHON={sys.executable}").returncode == 0
+    (workdir / ".venv" / "kept").touch()
+    result = make(workdir, "venv", f"PYTHON={sys.executable}")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    assert (workdir / ".venv" / "kept").exists()
+
+
+def test_unusable_python_is_named_with_the_fix(workdir: Path):
+    """A PYTHON that is missing or older than 3.10 fails, naming it and how to choose another."""
+    result = make(workdir, "test", "PYTHON=no-such-python3")
+    assert result.returncode != 0
+    assert "'no-such-python3' is not a Python 3.10+" in result.stdout
+    assert "PYTHON=python3.12 make test" in result.stdout
+    assert not (workdir / ".venv").exists()
