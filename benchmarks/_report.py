@@ -8,7 +8,7 @@ import os
 import shutil
 from typing import Any
 
-from . import dispatch, fields, misses, nested, stacking, variants, watch
+from . import deps, dispatch, fields, misses, nested, stacking, variants, watch
 from ._harness import Results, Row, fmt_us
 from ._plots import plots
 from ._targets import Target
@@ -151,6 +151,7 @@ def body(results: Results, targets: list[Target], machine: dict[str, Any],
         if results.select(group):
             out += ["", f"{h} {title}", "", "µs per call; the watcher's hooks run only on a miss.", ""]
             out += _table(results.select(group), watch.OFF)
+    out += _deps_section(results, h)
     notes = [f"- {n}" for n in results.notes]
     compile_s = results.extra.get("variants_compile_s")
     if compile_s:
@@ -161,6 +162,29 @@ def body(results: Results, targets: list[Target], machine: dict[str, Any],
         )
     out += ["", f"{h} Notes", ""]
     out += notes or ["- none"]
+    return out
+
+
+def _deps_section(results: Results, h: str) -> list[str]:
+    out: list[str] = []
+    if results.select(deps.HIT):
+        out += ["", f'{h} 9a. deps="read": cache hit', "",
+                'A cache-hit call of a `@sf.jit_method(deps="read")` method, against plain `jax.jit` '
+                'and the default `deps="all"`.', ""]
+        out += _table(results.select(deps.HIT), deps.RAW)
+    if results.select(deps.REUSE):
+        out += ["", f'{h} 9b. deps="read": a new instance reusing a program', "",
+                "The first call of an instance that differs only in a static the method never "
+                "read: a lookup by the read fields, no trace, no compile (the fastest of the "
+                "first calls timed), against a cache hit of the same method.", ""]
+        out += _table(results.select(deps.REUSE), deps.READ_HIT)
+    if results.select(deps.SWEEP):
+        sweep = results.extra.get(deps.COMPILES, {})
+        out += ["", f"{h} 9c. instances differing only in an unread static (jax#33043)", "",
+                f"{sweep.get('instances', 'N')} instances whose `name` the method never reads, "
+                "each called once: µs per instance (compiles included). Compiles: "
+                + ", ".join(f"{k}: {v}" for k, v in sweep.items() if k != "instances") + ".", ""]
+        out += _table(results.select(deps.SWEEP), deps.RAW)
     return out
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import dispatch, fields, misses, nested, variants, watch
+from . import deps, dispatch, fields, misses, nested, variants, watch
 from ._harness import Results
 
 
@@ -103,4 +103,17 @@ def evaluate(results: Results) -> list[Target]:
         num, den = g(misses.MISSES, "", ours_name), g(misses.MISSES, "", raw_name)
         out.append(Target(f"miss (trace + compile): {ours_name} / {raw_name}", 1.05, True,
                           _ratio(num, den), _why((ours_name, num), (raw_name, den))))
+
+    read, raw_deps = g(deps.HIT, "", deps.READ), g(deps.HIT, "", deps.RAW)
+    out.append(Target('deps="read" hit / raw jax.jit', 1.10, True, _ratio(read, raw_deps),
+                      _why((deps.READ, read), (deps.RAW, raw_deps))))
+    reuse = g(deps.REUSE, "", deps.READ_REUSE)
+    out.append(Target('deps="read": µs to reuse a program for a new instance', 100.0, True, reuse,
+                      _why((deps.READ_REUSE, reuse))))
+    sweep = results.extra.get(deps.COMPILES, {})
+    compiles = sweep.get(deps.READ)
+    out.append(Target(f'deps="read": compiles over {sweep.get("instances", "N")} unread static values',
+                      1.0, True, None if compiles is None else float(compiles),
+                      _why((deps.READ, compiles))
+                      or f"(deps=\"all\": {sweep.get(deps.ALL)}, flax.struct: {sweep.get(deps.FLAX, 'n/a')})"))
     return out

@@ -64,6 +64,12 @@ class JitMethod:
         variants = self._variants
         if variants is None:
             return _make(self._bound_cls, self._jit, None, self._jit.call, obj)
+        if self._jit.bound_call is not None:  # deps="read": the key's program may change
+            children, key = flat(obj)
+            bound = _make(self._bound_cls, self._jit, key, self._jit.bound_call, children, key)
+            if self._name is not None:
+                cache_binding(obj, self._name, self, bound)
+            return bound
         try:
             children, key = obj._staticfield_flat
             jitted, _ = variants[key]
@@ -126,10 +132,11 @@ class ClassView:
 
     def cache_size(self) -> int:
         """JAX's count of compiled executables of this class's variants."""
-        return sum(
-            jitted._cache_size() for vkey, (jitted, _) in list(self._method._jit.variants.items())
+        programs = {
+            id(jitted): jitted for vkey, (jitted, _) in list(self._method._jit.variants.items())
             if _key_class(vkey) is self._cls
-        )
+        }
+        return sum(jitted._cache_size() for jitted in programs.values())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -162,7 +169,9 @@ class BoundMethod(functools.partial):
     """``obj.method`` for an ``@sf.jit_method``: callable, and a pytree of ``obj``'s leaves.
 
     Without static arguments it is ``partial(variant_jit, children)``; with them it is
-    ``partial(engine_call, obj)``, since the variant depends on the call's arguments.
+    ``partial(engine_call, obj)``, since the variant depends on the call's arguments. With
+    ``deps="read"`` it is ``partial(bound_call, children, key)``: the key's program may
+    change (see ``_deps``), so it is looked up on each call.
     """
 
     __slots__ = ("engine", "key")
@@ -233,8 +242,8 @@ def _bound_class(fn: Any) -> type:
     return cls
 
 
-def _make(cls: type, engine: JitFunction, key: Any, func: Any, arg: Any) -> BoundMethod:
-    bound = cls(func, arg)
+def _make(cls: type, engine: JitFunction, key: Any, func: Any, arg: Any, *more: Any) -> BoundMethod:
+    bound = cls(func, arg, *more)
     bound.engine = engine
     bound.key = key
     return bound
@@ -258,6 +267,8 @@ def _unflatten(aux: tuple, children: Any) -> BoundMethod:
     if key is None:
         return _make(cls, engine, None, engine.call, children[0])
     children = tuple(children)
+    if engine.bound_call is not None:  # deps="read"
+        return _make(cls, engine, key, engine.bound_call, children, key)
     entry = engine.variants.get(key)
     if entry is None:  # e.g. after the variants were rebuilt: make it again from the instance
         return _make(cls, engine, key, engine.method_miss(SPECS[key.cls].unflatten(key, children))[0], children)

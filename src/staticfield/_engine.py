@@ -18,8 +18,9 @@ from typing import Any, Callable
 
 from . import _describe
 from ._args import check_jit_kwargs, qualname, resolve_donation, resolve_static
+from ._deps import Deps, check_deps
 from ._errors import RecompileError
-from ._hitpath import general_call, method_call
+from ._hitpath import deps_bound_call, deps_method_call, general_call, method_call
 from ._keys import StaticArgKey
 from ._spec import SPECS
 from ._state import flat
@@ -47,7 +48,7 @@ class JitFunction:
     """
 
     def __init__(self, fn: Callable, jit_kwargs: dict[str, Any], max_compiles: int | None,
-                 warn_compiles: Any, method: bool, rebuild: Callable[..., Any]) -> None:
+                 warn_compiles: Any, method: bool, rebuild: Callable[..., Any], deps: str = "all") -> None:
         if not callable(fn):
             raise TypeError(f"sf.jit expects a function, got {type(fn).__name__}.")
         name = qualname(fn)
@@ -56,9 +57,12 @@ class JitFunction:
             warn_compiles = default_warn_compiles()
         check_positive(name, "warn_compiles", warn_compiles)
         check_jit_kwargs(fn, jit_kwargs)
+        check_deps(name, deps)
         self.fn = fn
         self._rebuild = rebuild  # (fn, options, method, attr_name) -> a fresh wrapper, for pickling
         self.options = dict(jit_kwargs, max_compiles=max_compiles, warn_compiles=warn_compiles)
+        if deps != "all":
+            self.options["deps"] = deps
         self.attr_name: str = getattr(fn, "__name__", "method")  # a jit_method's class attribute
         self.method = method
         self.variants: dict[Any, tuple[Any, tuple]] = {}
@@ -71,10 +75,23 @@ class JitFunction:
         self._jit_kwargs.update(resolve_donation(fn, self._jit_kwargs))
         self.has_static = bool(self.static_pos or self.static_names)
         self.fast = method and not self.has_static
+        # deps="read": programs shared by the statics the method reads (see _deps).
+        self.deps: Deps | None = None
+        if deps == "read":
+            if not self.fast:
+                raise TypeError(
+                    f"@sf.jit_method: {name}: deps=\"read\" does not support static_argnums or "
+                    "static_argnames yet. Make those arguments static fields of self, or use "
+                    "the default deps=\"all\"."
+                )
+            self.deps = Deps(self.variants, self._make_jitted, self.names[0], self._not_an_instance)
         self.call: Callable[..., Any] = (
-            method_call(self.fn, self.variants, self.method_miss)
-            if self.fast else general_call(self.prepare)
+            general_call(self.prepare) if not self.fast
+            else method_call(self.fn, self.variants, self.method_miss) if self.deps is None
+            else deps_method_call(self.fn, self.variants, self.deps.retry)
         )
+        # deps="read": obj.method is partial(bound_call, children, key), looked up on each call.
+        self.bound_call = deps_bound_call(fn, self.variants, self.deps.retry) if self.deps else None
 
     # ----- the general path (static arguments) ---------------------------------------
     def prepare(self, args: tuple, kwargs: dict) -> tuple[Any, list, dict]:
@@ -121,37 +138,47 @@ class JitFunction:
         jitted, children = self.method_miss(args[0])
         return jitted, [children, *args[1:]], kwargs
 
+    def _aot(self, what: str, args: tuple, kwargs: dict) -> Any:
+        if self.deps is not None and args:
+            return self.deps.call(args[0], lambda jitted, children: getattr(jitted, what)(
+                children, *args[1:], **kwargs))
+        jitted, dyn, kwargs = self._jax_call(args, kwargs)
+        return getattr(jitted, what)(*dyn, **kwargs)
+
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """``jax.jit(...).lower`` for these arguments (ahead-of-time compilation)."""
-        jitted, dyn, kwargs = self._jax_call(args, kwargs)
-        return jitted.lower(*dyn, **kwargs)
+        return self._aot("lower", args, kwargs)
 
     def trace(self, *args: Any, **kwargs: Any) -> Any:
         """``jax.jit(...).trace`` for these arguments (a ``Traced``: ``.jaxpr``, ``.lower()``)."""
-        jitted, dyn, kwargs = self._jax_call(args, kwargs)
-        return jitted.trace(*dyn, **kwargs)
+        return self._aot("trace", args, kwargs)
 
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
         """``jax.jit(...).eval_shape``: the output's shapes and dtypes, without running it."""
-        jitted, dyn, kwargs = self._jax_call(args, kwargs)
-        return jitted.eval_shape(*dyn, **kwargs)
+        return self._aot("eval_shape", args, kwargs)
 
     def clear_cache(self) -> None:
         """Drop every compiled program of every variant; ``compile_count`` stays a history,
         and ``max_compiles`` counts the programs compiled from now on."""
-        for jitted, _ in list(self.variants.values()):
+        for jitted in self.programs():
             jitted.clear_cache()
         self.tracker.programs_cleared()
 
+    def programs(self) -> list[Any]:
+        """Each variant's ``jax.jit`` once (with deps="read", several keys share one)."""
+        return list({id(jitted): jitted for jitted, _ in list(self.variants.values())}.values())
+
     def cache_size(self) -> int:
         """JAX's count of compiled executables over all static variants."""
-        return sum(jitted._cache_size() for jitted, _ in list(self.variants.values()))
+        return sum(jitted._cache_size() for jitted in self.programs())
 
     # ----- misses: make a per-variant jax.jit -----------------------------------------
     def method_miss(self, obj: Any) -> tuple[Any, tuple]:
         """The variant's jit for ``obj``'s static key (made on first sight), and ``obj``'s children."""
         if obj.__class__ not in SPECS:
             self._not_an_instance(obj)
+        if self.deps is not None:
+            return self.deps.miss(obj)
         children, key = flat(obj)
         entry = self.variants.get(key)
         if entry is None:
@@ -171,7 +198,7 @@ class JitFunction:
                 if i in self.static_pos:
                     layout[i] = StaticArg(a)
                 elif parts[i] is not None:
-                    layout[i] = Split(SPECS[type(a)], parts[i])
+                    layout[i] = Split(SPECS[a.__class__], parts[i])
             split = tuple(i for i, entry in layout.items() if isinstance(entry, Split))
             static_kwargs = tuple((name, key.raw) for name, key in parts[len(args):])
             entry = self.variants[vkey] = (self._make_jitted(vkey, layout, static_kwargs), split)
@@ -190,15 +217,16 @@ class JitFunction:
             logger.warning("staticfield could not describe the arguments of %s (%s: %s); "
                                     "the call goes on", tracker.function, type(exc).__name__, exc)
             description = None
+        annotate = self.deps.annotate if self.deps is not None else None
         try:
-            ticket = tracker.begin(description, type(args[0]) if self.method and args else None)
+            ticket = tracker.begin(description, type(args[0]) if self.method and args else None, annotate)
         except RecompileError:
             with self._lock:  # refused: not cached either, unless the variant has programs
                 if vkey not in self._compiled:
                     self.variants.pop(vkey, None)
             raise
         try:
-            out = self.fn(*args, **kwargs)
+            out = self.fn(*args, **kwargs) if self.deps is None else self.deps.run(self.fn, vkey, args, kwargs)
         except BaseException:
             tracker.abort(ticket)
             raise

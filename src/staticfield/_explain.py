@@ -54,6 +54,8 @@ class Change:
 
     ``kind`` is one of ``"static"``, ``"shape"``, ``"dtype"``, ``"weak_type"``,
     ``"structure"``, ``"sharding"``, ``"static_arg"``; ``old``/``new`` are short strings.
+    ``read`` says, for a ``deps="read"`` method, where it read this static
+    (``"read at model.py:14"``); it is empty otherwise.
     """
 
     path: str
@@ -61,9 +63,11 @@ class Change:
     old: str
     new: str
     hint: str = ""
+    read: str = ""  # deps="read": where the method read this static (``read at model.py:14``)
 
     def __str__(self) -> str:
-        text = f"{self.path}: {self.old} → {self.new} ({self.kind})"
+        kind = f"{self.kind}; {self.read}" if self.read else self.kind
+        text = f"{self.path}: {self.old} → {self.new} ({kind})"
         return f"{text}\n    {self.hint}" if self.hint else text
 
 

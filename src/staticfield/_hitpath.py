@@ -15,6 +15,7 @@ import types
 from typing import Any, Callable
 
 from ._args import qualname, signature_parts
+from ._deps import Abort
 from ._gen import compile_functions
 from ._spec import SPECS
 from ._state import FLAT_ATTR
@@ -35,7 +36,7 @@ def _hiding(lines: list[str]) -> list[str]:
             "    except Exception as exc:", "        hide(exc)", "        raise"]
 
 
-def plain_positional(fn: Callable, skip_self: bool = True) -> list[str] | None:
+def plain_positional(fn: Callable, skip_self: bool = True, reserved: tuple = ()) -> list[str] | None:
     """The parameter names (after ``self`` for a method) when all are positional without
     defaults, so a generated hit path can take exactly those arguments."""
     positional, params, var_pos, var_kw = signature_parts(fn)
@@ -44,7 +45,8 @@ def plain_positional(fn: Callable, skip_self: bool = True) -> list[str] | None:
     rest = positional[1:] if skip_self else positional
     generated = {f"{p}{i}" for p in "ck" for i in range(len(rest))}
     if any(params[n].default is not params[n].empty for n in rest) or any(
-        not n.isidentifier() or n.startswith("__") or n in _GENERATED_NAMES or n in generated for n in rest
+        not n.isidentifier() or n.startswith("__") or n in _GENERATED_NAMES or n in generated or n in reserved
+        for n in rest
     ):
         return None
     return rest
@@ -175,3 +177,72 @@ def method_call(fn: Callable, variants: dict, miss: Callable[[Any], tuple]) -> C
     ])
     namespace = {"variants": variants, "miss": miss, "hide": hide}
     return compile_functions(lines, ["call"], namespace, what=f"jit_method hit path of {qualname(fn)}")["call"]
+
+
+_DEPS_NAMES = ("retry", "Abort", "entry", "out", "get")  # more names the deps hit paths use
+
+
+def _deps_tail(rest: str, again: str) -> list[str]:
+    """Call the variant; after an abort, or if the key was moved off this program while
+    the call ran (another thread), call again through ``retry``."""
+    return [
+        "    if entry is not None:",
+        "        try:",
+        f"            out = entry[0](children{rest})",
+        "        except Abort:",  # calls again outside the handler: no internal exception in
+        "            entry = None",  # the context of what the user sees
+        "        if entry is not None and get(key) is entry:",
+        "            return out",
+        f"    return retry({again}{rest})",
+    ]
+
+
+def deps_method_call(fn: Callable, variants: dict, retry: Callable[..., Any]) -> Callable[..., Any]:
+    """The hit path of a ``deps="read"`` jit_method (``Cls.method(obj, ...)``).
+
+    As ``method_call``, plus: a trace aborted because its program is shared
+    (``_deps.Abort``) is called again through ``retry``, and so is a call whose key
+    was moved to another program meanwhile; a ``try`` costs nothing on a hit.
+    """
+    params = plain_positional(fn, reserved=_DEPS_NAMES)
+    if params is None:
+        signature, forward = "obj, /, *args, **kwargs", "*args, **kwargs"
+    else:
+        signature, forward = ", ".join(["obj", *params]), ", ".join(params)
+    rest = f", {forward}" if forward else ""
+    lines = _hiding([
+        f"def call({signature}):",
+        "    try:",
+        f"        children, key = obj.{FLAT_ATTR}",
+        "    except AttributeError:",
+        "        children = key = entry = None",
+        "    else:",
+        "        entry = get(key)",
+        *_deps_tail(rest, "obj"),
+    ])
+    namespace = {"variants": variants, "get": variants.get, "retry": retry, "Abort": Abort, "hide": hide}
+    return compile_functions(lines, ["call"], namespace, what=f"deps hit path of {qualname(fn)}")["call"]
+
+
+def deps_bound_call(fn: Callable, variants: dict, retry: Callable[..., Any]) -> Callable[..., Any]:
+    """What ``obj.method`` of a ``deps="read"`` method calls: ``call(children, key, *args)``.
+
+    The key's variant is looked up on each call (a key may be moved to another
+    program); otherwise as ``deps_method_call``, with the instance rebuilt from its
+    children and key when it must call again.
+    """
+    params = plain_positional(fn, reserved=_DEPS_NAMES)
+    if params is None:
+        signature, forward = "children, key, /, *args, **kwargs", "*args, **kwargs"
+    else:
+        signature, forward = ", ".join(["children", "key", *params]), ", ".join(params)
+    rest = f", {forward}" if forward else ""
+    again = "SPECS[key.cls].unflatten(key, children)"
+    lines = _hiding([
+        f"def call({signature}):",
+        "    entry = get(key)",
+        *_deps_tail(rest, again),
+    ])
+    namespace = {"variants": variants, "get": variants.get, "retry": retry, "Abort": Abort, "hide": hide,
+                 "SPECS": SPECS}
+    return compile_functions(lines, ["call"], namespace, what=f"deps bound method of {qualname(fn)}")["call"]

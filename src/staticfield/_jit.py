@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import types
-from typing import Any, Callable, TypeVar, overload
+from typing import Any, Callable, Literal, TypeVar, overload
 
 from typing_extensions import Concatenate, ParamSpec
 
@@ -26,6 +26,12 @@ from ._engine import JitFunction
 from ._hitpath import public_function
 from ._tracker import UNSET, default_warn_compiles
 from ._types import JitMethodDescriptor, Jitted
+
+_JIT_DEPS = (
+    "{name}: sf.jit does not take deps=: it applies to @sf.jit_method, where it chooses "
+    "which static fields of `self` key the cache (deps=\"read\": only those the method "
+    "reads). Decorate a method with @sf.jit_method(deps=\"read\"), or drop deps=."
+)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -94,6 +100,8 @@ def jit(fn: Callable | None = None, /, *, max_compiles: int | None = None, warn_
     ``jax.jit``, whose cache belongs to the function, calling ``sf.jit`` again with
     the same function and options gives the same compiled programs and counters.
     """
+    if "deps" in jit_kwargs:
+        raise TypeError(_JIT_DEPS.format(name=qualname(fn) if fn is not None else "sf.jit"))
     if fn is None:
         return functools.partial(jit, max_compiles=max_compiles, warn_compiles=warn_compiles, **jit_kwargs)
     if warn_compiles is UNSET:
@@ -106,16 +114,17 @@ def jit(fn: Callable | None = None, /, *, max_compiles: int | None = None, warn_
 @overload
 def jit_method(
     fn: Callable[Concatenate[S, P], T], /, *, max_compiles: int | None = None,
-    warn_compiles: int | None = ..., **jit_kwargs: Any
+    warn_compiles: int | None = ..., deps: Literal["all", "read"] = "all", **jit_kwargs: Any
 ) -> JitMethodDescriptor[S, P, T]: ...
 @overload
 def jit_method(
-    fn: None = None, /, *, max_compiles: int | None = None, warn_compiles: int | None = ..., **jit_kwargs: Any
+    fn: None = None, /, *, max_compiles: int | None = None, warn_compiles: int | None = ...,
+    deps: Literal["all", "read"] = "all", **jit_kwargs: Any
 ) -> Callable[[Callable[Concatenate[S, P], T]], JitMethodDescriptor[S, P, T]]: ...
 
 
 def jit_method(fn: Callable | None = None, /, *, max_compiles: int | None = None, warn_compiles: Any = UNSET,
-               **jit_kwargs: Any) -> Any:
+               deps: str = "all", **jit_kwargs: Any) -> Any:
     """Jit a method of an ``@sf.dataclass``, with ``self`` passed as a pytree.
 
     New array values in ``self`` never recompile; a changed static field always
@@ -124,10 +133,12 @@ def jit_method(fn: Callable | None = None, /, *, max_compiles: int | None = None
     arguments (``self`` is argument 0), plus ``max_compiles`` and ``warn_compiles``
     (the compile count of the first ``sf.StaticFieldWarning``; ``None`` for none).
     ``Sub.method`` of a subclass counts that class's compiles; the defining
-    class's attribute counts them all.
+    class's attribute counts them all. ``deps="read"`` compiles once per distinct
+    value of the static fields the method actually reads (see docs/deps.md).
     """
     if fn is None:
-        return functools.partial(jit_method, max_compiles=max_compiles, warn_compiles=warn_compiles, **jit_kwargs)
+        return functools.partial(jit_method, max_compiles=max_compiles, warn_compiles=warn_compiles,
+                                 deps=deps, **jit_kwargs)
     if isinstance(fn, (staticmethod, classmethod, property)):
         raise TypeError(
             f"@sf.jit_method decorates a plain method (def name(self, ...)), got a "
@@ -141,4 +152,5 @@ def jit_method(fn: Callable | None = None, /, *, max_compiles: int | None = None
             f"@sf.jit_method: {qualname(fn)} takes no positional `self` parameter, so it is "
             "not a method. Use sf.jit for free functions."
         )
-    return JitMethod(JitFunction(fn, jit_kwargs, max_compiles, warn_compiles, method=True, rebuild=_unpickle))
+    return JitMethod(JitFunction(fn, jit_kwargs, max_compiles, warn_compiles, method=True, rebuild=_unpickle,
+                                 deps=deps))

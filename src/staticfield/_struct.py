@@ -32,6 +32,8 @@ class Struct:
 
     def __init_subclass__(cls, **options: Any) -> None:
         super().__init_subclass__()
+        if "__staticfield_recording__" in cls.__dict__:  # a deps="read" trace's recording self
+            return
         dataclass(**options)(cls)
 
     def __init__(self) -> None:

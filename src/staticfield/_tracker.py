@@ -107,6 +107,7 @@ class Ticket:
     location: str
     event: Recompile | None
     cls: type | None = None
+    annotate: Callable[[Recompile], Recompile] | None = None
 
 
 @dataclasses.dataclass
@@ -144,12 +145,14 @@ class Tracker:
         self.by_class: dict[type, ClassCounts] = {}
 
     # ----- one trace ------------------------------------------------------------------
-    def begin(self, description: dict[str, tuple] | None, cls: type | None = None) -> Ticket:
-        """Explain a trace before it runs and reserve its number; refuse it over budget."""
+    def begin(self, description: dict[str, tuple] | None, cls: type | None = None,
+              annotate: Callable[[Recompile], Recompile] | None = None) -> Ticket:
+        """Explain a trace before it runs and reserve its number; refuse it over budget.
+        ``annotate`` rewrites the explanation (``deps="read"``: where each static was read)."""
         location = _safe(call_site, "")
         with self._lock:
             number = self.compile_count + len(self._pending) + 1
-            event = self._explain(description, number, location) if number > 1 else None
+            event = self._explain(description, number, location, annotate) if number > 1 else None
             budget = self.max_compiles
             if budget is not None and number - self._live_base > budget:
                 # Over budget by count; but programs JAX dropped (jax.clear_caches()) are
@@ -158,7 +161,7 @@ class Tracker:
                 if live > budget:
                     raise RecompileError(recompile_budget_message(self.function, number, budget, event))
                 self._live_base = number - live
-            ticket = Ticket(description, location, event, cls)
+            ticket = Ticket(description, location, event, cls, annotate)
             self._pending.append(ticket)
             return ticket
 
@@ -170,7 +173,7 @@ class Tracker:
             n = self.compile_count
             event = ticket.event
             if n > 1 and event is None:  # a trace reserved as first failed before this one
-                event = self._explain(ticket.description, n, ticket.location)
+                event = self._explain(ticket.description, n, ticket.location, ticket.annotate)
             if n > 1 and event is not None:
                 event = dataclasses.replace(event, compile_number=n)
                 self.recompiles.append(event)
@@ -209,13 +212,17 @@ class Tracker:
                 del self._pending[i]
                 return
 
-    def _explain(self, description: dict[str, tuple] | None, number: int, location: str) -> Recompile:
+    def _explain(self, description: dict[str, tuple] | None, number: int, location: str,
+                 annotate: Callable[[Recompile], Recompile] | None = None) -> Recompile:
         changes: list = []
         if description is not None:
             candidates = self._candidates(description)
             changes = _safe(lambda: _explain.closest(candidates, description), [])
         note = "" if changes else _safe(_explain.retrace_note, "")
-        return Recompile(self.function, changes, number, location, note)
+        event = Recompile(self.function, changes, number, location, note)
+        if annotate is not None:
+            event = _safe(lambda: annotate(event), event)
+        return event
 
     def _candidates(self, description: dict[str, tuple]) -> list[dict[str, tuple]]:
         """Earlier traces to compare with: those of the same structure, else the latest."""

@@ -14,6 +14,10 @@ class Model:
     def apply(self, x: jax.Array) -> jax.Array:
         return self.w * x
 
+    @sf.jit_method(deps="reads")  # expect-error
+    def scaled(self, x: jax.Array) -> jax.Array:
+        return self.w * x
+
 
 @sf.jit
 def step(model: Model, x: jax.Array) -> jax.Array:

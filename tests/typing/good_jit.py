@@ -20,6 +20,10 @@ class Model:
     def loss(self, x: jax.Array, train: bool = False) -> jax.Array:
         return (self.w * x).sum()
 
+    @sf.jit_method(deps="read")
+    def scaled(self, x: jax.Array) -> jax.Array:
+        return self.w * x * self.depth
+
 
 @sf.jit
 def step(model: Model, x: jax.Array) -> jax.Array:
@@ -35,6 +39,7 @@ m = Model(jnp.ones(3))
 assert_type(m.apply(jnp.ones(3)), jax.Array)
 assert_type(m.loss(jnp.ones(3), train=True), jax.Array)
 assert_type(Model.apply(m, jnp.ones(3)), jax.Array)
+assert_type(m.scaled(jnp.ones(3)), jax.Array)
 assert_type(step(m, jnp.ones(3)), jax.Array)
 assert_type(scale(jnp.ones(3), 2.0), jax.Array)
 n: int = Model.apply.compile_count + step.compile_count + scale.cache_size()

@@ -1,0 +1,161 @@
+"""Case 8: ``@sf.jit_method(deps="read")``, which compiles only for the statics a method reads.
+
+8a (``deps_hit``): a cache-hit call of a ``deps="read"`` method, against plain
+``jax.jit`` with the static as ``static_argnums`` and the default ``deps="all"``.
+
+8b (``deps_reuse``): the first call of a new instance that differs only in a static
+the method never read: it reuses an existing program (a lookup by the read fields,
+no trace, no compile). The fastest of the first calls timed, as in case 7; the
+reference row is a cache-hit call of the same method.
+
+8c (``deps_sweep``): jax-ml/jax#33043. N instances differing only in a static
+``name`` that ``__call__`` never reads, each called once: µs per instance and the
+number of compiles, for ``deps="read"``, ``deps="all"``, flax.struct and plain
+``jax.jit`` with the name as ``static_argnums``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+
+import staticfield as sf
+
+from ._harness import Config, Contender, Results, kinds, measure, optional, traced
+
+HIT = "deps_hit"
+REUSE = "deps_reuse"
+SWEEP = "deps_sweep"
+RAW = "jax.jit, arrays + static_argnums"
+READ = 'sf.jit_method(deps="read")'
+ALL = 'sf.jit_method (deps="all")'
+READ_REUSE = 'deps="read", first call of a new instance (program reused)'
+READ_HIT = 'deps="read", cache hit'
+FLAX = "jax.jit + flax.struct"
+COMPILES = "deps_sweep_compiles"
+
+
+def _body(a: jax.Array, b: jax.Array, x: jax.Array, n: int) -> jax.Array:
+    return a * x + b * n
+
+
+def _class(deps: str, count: list[int]) -> type:
+    @sf.dataclass
+    class Params:
+        a: jax.Array
+        b: jax.Array
+        n: sf.Static[int] = 3
+        name: sf.Static[str] = "p"  # never read by step
+
+        @sf.jit_method(deps=deps, warn_compiles=None)
+        def step(self, x):
+            count[0] += 1
+            return _body(self.a, self.b, x, self.n)
+
+    return Params
+
+
+def _classes(counts: dict[str, list[int]]) -> dict[str, type]:
+    return {deps: _class(deps, counts.setdefault(deps, [0])) for deps in ("read", "all")}
+
+
+def _inputs() -> tuple[jax.Array, jax.Array, jax.Array]:
+    return jnp.arange(4, dtype=jnp.float32), jnp.ones(4, jnp.float32), jnp.full(4, 2.0, jnp.float32)
+
+
+def _hit(results: Results, cfg: Config) -> None:
+    a, b, x = _inputs()
+    counts: dict[str, list[int]] = {}
+    classes = _classes(counts)
+    step, raw_count = traced(lambda ab, x, n: _body(ab[0], ab[1], x, n))
+    raw = jax.jit(step, static_argnums=2)
+    read, full = classes["read"](a, b), classes["all"](a, b)
+    contenders = [
+        Contender(RAW, lambda: raw((a, b), x, 3), "baseline", traces=raw_count),
+        Contender(READ, lambda: read.step(x), "ours", traces=counts["read"]),
+        Contender(ALL, lambda: full.step(x), "ours", traces=counts["all"]),
+    ]
+    results.add(HIT, "", measure(contenders, cfg, results), kinds(contenders))
+
+
+def _reuse(results: Results, cfg: Config) -> None:
+    a, b, x = _inputs()
+    counts: dict[str, list[int]] = {}
+    Params = _classes(counts)["read"]
+    first = Params(a, b)
+    jax.block_until_ready(first.step(x))
+    number = 3 if cfg.smoke else 2000
+    fresh = [Params(a, b, name=f"p{i}") for i in range(number)]  # built outside the timing
+    times = []
+    for p in fresh:
+        t0 = time.perf_counter_ns()
+        p.step(x)
+        times.append((time.perf_counter_ns() - t0) / 1e3)
+    if counts["read"][0] != 1:
+        results.note(f"{READ_REUSE}: traced {counts['read'][0]} times; the figure is not a reuse")
+    hit = measure([Contender(READ_HIT, lambda: first.step(x), "baseline", traces=counts["read"])], cfg, results)
+    results.add(REUSE, "", {READ_REUSE: min(times), **hit}, {READ_REUSE: "ours", READ_HIT: "baseline"})
+    print(f"  {READ_REUSE}: {min(times):.1f} µs (fastest of {number}), "
+          f"median {sorted(times)[len(times) // 2]:.1f} µs", flush=True)
+
+
+def _flax_sweep() -> tuple[Callable[[int], Any], list[int]]:
+    import flax.struct
+
+    a, b, x = _inputs()
+    count = [0]
+
+    @flax.struct.dataclass
+    class Params:
+        a: jax.Array
+        b: jax.Array
+        n: int = flax.struct.field(pytree_node=False, default=3)
+        name: str = flax.struct.field(pytree_node=False, default="p")
+
+        @jax.jit
+        def step(self, x):
+            count[0] += 1
+            return _body(self.a, self.b, x, self.n)
+
+    return (lambda i: Params(a, b, 3, f"layer_{i}").step(x)), count
+
+
+def _sweep(results: Results, cfg: Config) -> None:
+    a, b, x = _inputs()
+    number = 3 if cfg.smoke else 1000
+    counts: dict[str, list[int]] = {}
+    classes = _classes(counts)
+    step, raw_count = traced(lambda ab, x, n, name: _body(ab[0], ab[1], x, n))
+    raw = jax.jit(step, static_argnums=(2, 3))
+    sweeps: dict[str, tuple[Callable[[int], Any], list[int], str]] = {
+        RAW: (lambda i: raw((a, b), x, 3, f"layer_{i}"), raw_count, "baseline"),
+        READ: (lambda i: classes["read"](a, b, name=f"layer_{i}").step(x), counts["read"], "ours"),
+        ALL: (lambda i: classes["all"](a, b, name=f"layer_{i}").step(x), counts["all"], "ours"),
+    }
+    flax_sweep = optional(results, FLAX, _flax_sweep)
+    if flax_sweep is not None:
+        sweeps[FLAX] = (*flax_sweep, "anchor")
+    measured, compiles = {}, {}
+    for name, (call, count, _) in sweeps.items():
+        t0 = time.perf_counter_ns()
+        for i in range(number):
+            jax.block_until_ready(call(i))
+        measured[name] = (time.perf_counter_ns() - t0) / 1e3 / number
+        compiles[name] = count[0]
+        print(f"  {name}: {compiles[name]} compile(s) for {number} instances, "
+              f"{measured[name]:,.0f} µs per instance", flush=True)
+    notes = {name: f"{compiles[name]} compiles" for name in measured}
+    results.add(SWEEP, number, measured, {n: s[2] for n, s in sweeps.items()}, notes)
+    results.extra[COMPILES] = {"instances": number, **compiles}
+
+
+def run(cfg: Config, results: Results) -> None:
+    print('case 8a: cache hit of a deps="read" method', flush=True)
+    _hit(results, cfg)
+    print('case 8b: a new instance reusing an existing program (deps="read")', flush=True)
+    _reuse(results, cfg)
+    print("case 8c: instances differing only in an unread static (jax#33043)", flush=True)
+    _sweep(results, cfg)

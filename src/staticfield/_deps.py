@@ -1,0 +1,244 @@
+"""``@sf.jit_method(deps="read")``: record the statics a method reads, and share its programs.
+
+A *variant* is one ``jax.jit`` traced with ``self`` rebuilt from a *base* static key.
+Every trace of it runs with a recording ``self`` (``_deps_shadow``) and adds the
+static fields it reads, with their base values, to the variant's *read set*.
+
+The invariant, kept under ``Deps.lock``:
+
+    A key K is installed on variant V (``variants[K] is V's entry``) only if K's
+    values are type-strictly equal (``keyable``) to V's base values on every field
+    of V's read set, and V's read set only ever grows.
+
+So every program of V, traced reading only fields of its read set, computes for
+any key installed on V what it computes for V's base. The rules that keep it:
+
+- Lookup (a miss for a new full key): the committed variants are indexed by
+  ``(class, read fields)`` then by the base values there; the first variant's reads
+  decide what is compared, so conditional reads form a decision tree. A match
+  installs the variant's ``jax.jit`` under the new key too (no trace, no compile).
+- A trace reading a field outside the read set (a retrace for new shapes that takes
+  another branch) checks the keys installed on V: if they all agree with the base
+  there, the field joins the read set; otherwise the disagreeing keys are evicted
+  (their next call looks up again) and the trace is aborted with ``Abort`` (a
+  ``BaseException``, so a user's ``except Exception`` cannot swallow it). An aborted
+  trace is neither counted nor cached; the hit path catches ``Abort`` and calls again.
+- Using ``self`` as a whole is reading every static. So is keeping a reference to the
+  recording ``self`` past the trace (a ``custom_vjp`` rule, a ``jax.debug.callback``,
+  a stored reference): checked by reference count before the trace returns to JAX,
+  so the program of a trace that let ``self`` escape is never shared.
+- A call returns a result only if its key was still installed on the variant it
+  ran when the call ended: a key moved off a program while the call ran (another
+  thread, or a nested call, traced it again and evicted the key) calls again. So a
+  lookup and the call need not be atomic, and the hit path takes no lock.
+- A read after the trace has finished (which the reference count rules out) still
+  marks every static read and evicts the other keys, as a last line of defence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+import threading
+from typing import Any, Callable
+
+from ._deps_read import Abort as Abort  # the hit paths catch it
+from ._deps_read import Recorder, Trace, Variant, display, kept, part
+from ._deps_shadow import recording
+from ._explain import Recompile
+from ._spec import SPECS
+from ._state import flat
+from ._variant import Split
+
+logger = logging.getLogger("staticfield")
+
+DEPS = ("all", "read")
+_ESCAPED = "self kept past its trace (a callback, a custom_vjp rule or a stored reference)"
+_UNRECORDED = "self not recorded (its class refused a recording subclass)"
+_RETRIES = 8
+
+
+class Deps:
+    """The variants of one ``deps="read"`` method: lookup, tracing with recording, eviction."""
+
+    def __init__(self, variants: dict, make_jitted: Callable[[Any, dict, tuple], Any], self_name: str,
+                 not_an_instance: Callable[[Any], Any]) -> None:
+        self.variants = variants
+        self.make_jitted = make_jitted
+        self.self_name = self_name
+        self.not_an_instance = not_an_instance
+        self.lock = threading.RLock()
+        self.by_base: dict[Any, Variant] = {}
+        self.index: dict[tuple, dict[tuple, Variant]] = {}
+
+    # ----- misses: look up by the read fields, else a new variant -----------------------
+    def miss(self, obj: Any) -> tuple[Any, tuple]:
+        """The variant's jax.jit for ``obj`` (looked up, or made) and ``obj``'s children."""
+        return self.entry(obj)[0], flat(obj)[0]
+
+    def entry(self, obj: Any) -> tuple:
+        """``variants[key]`` for ``obj``'s key: installed, matched by its reads, or new."""
+        if obj.__class__ not in SPECS:
+            self.not_an_instance(obj)
+        key = flat(obj)[1]
+        with self.lock:
+            entry = self.variants.get(key)
+            if entry is None:
+                found = self._match(key)
+                if found is not None:
+                    found.keys.add(key)
+                    entry = self.variants[key] = found.entry
+                else:
+                    entry = (self.make_jitted(key, {0: Split(SPECS[obj.__class__], key)}, ()), (0,))
+                    self.variants[key] = entry
+                    self.by_base[key] = Variant(entry, key)
+        return entry
+
+    def _match(self, key: Any) -> Variant | None:
+        state = key.state
+        for (cls, paths), table in self.index.items():
+            if cls is key.cls:
+                found = table.get(tuple(part(state, p) for p in paths))
+                if found is not None:
+                    return found
+        return None
+
+    def retry(self, obj: Any, *args: Any, **kwargs: Any) -> Any:
+        """A miss, an ``Abort``, or a key moved during the call: look up again and call."""
+        return self.call(obj, lambda jitted, children: jitted(children, *args, **kwargs))
+
+    def call(self, obj: Any, invoke: Callable[[Any, tuple], Any]) -> Any:
+        """``invoke(jax.jit, children)`` on ``obj``'s variant, until it ran on a variant that
+        ``obj``'s key was still installed on at the end (else on a variant of its own)."""
+        for _ in range(_RETRIES):
+            entry = self.entry(obj)
+            children, key = flat(obj)
+            try:
+                out = invoke(entry[0], children)
+            except Abort:
+                continue
+            if self.variants.get(key) is entry:
+                return out
+        return invoke(self._isolate(obj)[0], flat(obj)[0])
+
+    def _isolate(self, obj: Any) -> tuple:
+        """A variant of ``obj``'s key alone, never shared (reads every static): the last
+        resort of ``call``. A variant ``obj``'s key was the base of is retired (its keys
+        look up again), so that each base key has one variant."""
+        key = flat(obj)[1]
+        with self.lock:
+            for variant in list(self.by_base.values()):
+                if variant.base == key or variant.entry is self.variants.get(key):
+                    for k in list(variant.keys) if variant.base == key else [key]:
+                        variant.keys.discard(k)
+                        if self.variants.get(k) is variant.entry:
+                            del self.variants[k]
+                    if variant.base == key:
+                        variant.committed = False
+                        self._reindex(variant)  # out of the index
+            entry = (self.make_jitted(key, {0: Split(SPECS[obj.__class__], key)}, ()), (0,))
+            variant = Variant(entry, key)
+            variant.reads = {p: (part(key.state, p), "") for p in variant.tops}
+            self.variants[key] = entry
+            self.by_base[key] = variant
+        return entry
+
+    # ----- tracing --------------------------------------------------------------------------
+    def run(self, fn: Callable[..., Any], base: Any, args: tuple, kwargs: dict) -> Any:
+        """Call ``fn`` with a recording ``self``; then check that nothing kept it."""
+        with self.lock:
+            variant = self.by_base[base]  # made with its jax.jit, by miss or _isolate
+        trace = Trace(self, variant)
+        twin = recording(args[0], Recorder(trace))
+        if twin is None:
+            trace.record(variant.tops, _UNRECORDED)
+            trace.open = False
+            return fn(*args, **kwargs)
+        before = sys.getrefcount(twin)
+        call_args = (twin, *args[1:])
+        try:
+            out = fn(*call_args, **kwargs)
+            del call_args
+            if sys.getrefcount(twin) > before:
+                trace.record(variant.tops, _ESCAPED)
+            for path in kept(trace.nested):
+                trace.record((path,), _ESCAPED.replace("self", display("self", path), 1))
+        finally:
+            trace.open = False
+        with self.lock:
+            if not variant.committed:
+                variant.committed = True
+                self._reindex(variant)
+        return out
+
+    def extend(self, variant: Variant, paths: tuple[tuple[str, ...], ...], how: str, in_trace: bool) -> None:
+        """Add ``paths`` to the read set; evict the keys that disagree (and abort the trace)."""
+        with self.lock:
+            new = [p for p in paths if p not in variant.reads]
+            if not new:
+                return
+            state = variant.base.state
+            for p in new:
+                variant.reads[p] = (part(state, p), how)
+            evicted = [k for k in variant.keys if k is not variant.base
+                       and any(part(k.state, p) != variant.reads[p][0] for p in new)]
+            for k in evicted:
+                variant.keys.discard(k)
+                if self.variants.get(k) is variant.entry:
+                    del self.variants[k]
+            self._reindex(variant)
+        if evicted and not in_trace:
+            logger.warning("%s: self was read after its trace (%s); its program is no longer "
+                           "shared with other static values", self.self_name, how)
+        if evicted and in_trace:
+            raise Abort(variant.base)
+
+    def _reindex(self, variant: Variant) -> None:
+        if variant.slot is not None:
+            table = self.index.get(variant.slot[0])
+            if table is not None and table.get(variant.slot[1]) is variant:
+                del table[variant.slot[1]]
+                if not table:
+                    del self.index[variant.slot[0]]
+            variant.slot = None
+        if not variant.committed or variant.reads_all():
+            return  # only its own key can match it
+        paths = tuple(sorted(variant.reads))
+        where = (variant.base.cls, paths)
+        values = tuple(variant.reads[p][0] for p in paths)
+        table = self.index.setdefault(where, {})
+        if values not in table:
+            table[values] = variant
+            variant.slot = (where, values)
+
+    # ----- explanations -----------------------------------------------------------------------
+    def annotate(self, event: Recompile) -> Recompile:
+        """Say where each changed static was read; drop statics no variant read."""
+        with self.lock:
+            how: dict[str, str] = {}
+            for variant in self.by_base.values():
+                for path, (_, text) in variant.reads.items():
+                    how.setdefault(display(self.self_name, path), text)
+            statics = {display(self.self_name, p) for v in self.by_base.values() for p in v.tops}
+        changes = []
+        for change in event.changes:
+            if change.kind == "static" and change.path in statics:
+                text = how.get(change.path) or next(
+                    (t for p, t in how.items() if p.startswith(change.path + ".")), "")
+                if not text:
+                    continue
+                change = dataclasses.replace(change, read=text)
+            changes.append(change)
+        if not changes:
+            return event
+        return dataclasses.replace(event, changes=changes)
+
+
+def check_deps(owner: str, deps: Any) -> None:
+    if deps not in DEPS:
+        raise TypeError(
+            f"@sf.jit_method: {owner}: deps must be \"all\" (the default: every static field of "
+            f"self is in the cache key) or \"read\" (only the static fields the method reads), "
+            f"got {deps!r}. Pass deps=\"read\" or leave it out."
+        )
