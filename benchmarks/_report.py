@@ -144,7 +144,7 @@ def body(results: Results, targets: list[Target], machine: dict[str, Any],
     if results.select(misses.MISSES):
         out += ["", f"{h} 7. the miss path: trace + compile", "",
                 "First calls, each a cache miss that traces and compiles a program no earlier "
-                "call compiled; µs per miss, the fastest of the misses timed. All of staticfield's tracking runs here.", ""]
+                "call compiled; µs per miss, the 10th percentile of the misses timed (inputs made before the clock starts). All of staticfield's tracking runs here.", ""]
         out += _table(results.select(misses.MISSES), misses.RAW_SHAPE)
     for group, title in ((watch.HIT, "8a. a cache hit of plain `jax.jit`, with and without `sf.watch`"),
                          (watch.MISS, "8b. a compile of plain `jax.jit`, with and without `sf.watch`")):
