@@ -46,22 +46,29 @@ def _same_as_all(body, instances, call=lambda p, x: p.f(x), x=1.0, whole=False):
     return Read
 
 
+def _identity_scaling_gradient(x, scale):
+    """``x``, whose custom_vjp backward rule multiplies the cotangent by ``scale()``: a read
+    that happens only when the gradient runs, after the trace has returned."""
+
+    @jax.custom_vjp
+    def g(x):
+        return x
+
+    def fwd(x):
+        return x, None
+
+    def bwd(_, ct):
+        return (ct * scale(),)
+
+    g.defvjp(fwd, bwd)
+    return g(x)
+
+
 def test_custom_vjp_rule_reading_self_after_the_trace():
     """A custom_vjp backward rule reading a static after the trace: gradients per instance, not shared."""
 
     def body(self, x):
-        @jax.custom_vjp
-        def g(x):
-            return x
-
-        def fwd(x):
-            return x, None
-
-        def bwd(_, ct):
-            return (ct * self.k,)
-
-        g.defvjp(fwd, bwd)
-        return g(x)
+        return _identity_scaling_gradient(x, lambda: self.k)
 
     P = _class(body)
     a, b = P(jnp.ones(1), k=1), P(jnp.ones(1), k=5)
@@ -361,19 +368,7 @@ def test_nested_instance_kept_past_the_trace():
 
     def body(self, x):
         cfg = self.cfg
-
-        @jax.custom_vjp
-        def g(x):
-            return x
-
-        def fwd(x):
-            return x, None
-
-        def bwd(_, ct):
-            return (ct * cfg.n,)
-
-        g.defvjp(fwd, bwd)
-        return g(x)
+        return _identity_scaling_gradient(x, lambda: cfg.n)
 
     P = _nested(body)
     a, b = P(jnp.ones(1), Cfg(1)), P(jnp.ones(1), Cfg(5))
