@@ -23,7 +23,6 @@ decides anything: the recorder (``_deps``) does.
 from __future__ import annotations
 
 import os
-import sys
 import weakref
 from typing import Any, Callable
 
@@ -31,10 +30,10 @@ import jax
 
 from ._spec import SPEC_ATTR, SPECS
 from ._state import FLAT_ATTR, KEY_ATTR
+from ._traceback import call_site
 
 RECORDER = "_staticfield_recorder"
 MARKER = "__staticfield_recording__"  # sf.Struct leaves a class carrying this undecorated
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _CLASSES: weakref.WeakKeyDictionary[type, type] = weakref.WeakKeyDictionary()
 
 # Whole-instance uses: these methods report "every static read" before they run.
@@ -44,14 +43,10 @@ _WHOLE = (
 )
 
 
-def where(depth: int = 2) -> str:
-    """The user's source line that is reading, as ``file.py:line`` (staticfield's frames skipped)."""
-    frame = sys._getframe(depth)
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-        frame = frame.f_back  # type: ignore[assignment]
-    if frame is None:
-        return ""
-    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+def where() -> str:
+    """The user's source line that is reading, as ``file.py:line`` (staticfield's and
+    JAX's frames skipped: a flatten by ``jax.jit`` names the user's call)."""
+    return os.path.basename(call_site())
 
 
 def _real_dict_getter(cls: type) -> Callable[[Any], dict]:

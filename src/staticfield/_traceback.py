@@ -15,6 +15,8 @@ adds no frame): that costs nothing on a call that does not raise. ``hide`` obeys
 from __future__ import annotations
 
 import os
+import sys
+import types
 
 from jax._src import source_info_util, traceback_util
 
@@ -37,3 +39,20 @@ def hide(exc: BaseException) -> None:
         exc.with_traceback(traceback_util.filter_traceback(tb))
     except Exception:  # noqa: BLE001 - a failure here must never replace the user's error
         return
+
+
+def call_site() -> str:
+    """The user's innermost frame (outside staticfield and JAX), as ``path:line``; ``""``
+    when there is none. Recompile locations and ``deps="read"`` read sites use it."""
+    frame: types.FrameType | None = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not (filename.startswith(PACKAGE_DIR) or _is_jax_file(filename)):
+            return f"{filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return ""
+
+
+def _is_jax_file(filename: str) -> bool:
+    parts = filename.replace("\\", "/").split("/")
+    return "jax" in parts or "jaxlib" in parts or "contextlib.py" in parts[-1:]

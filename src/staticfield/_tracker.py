@@ -23,9 +23,7 @@ import collections
 import dataclasses
 import logging
 import os
-import sys
 import threading
-import types
 import warnings
 from typing import Any, Callable
 
@@ -34,6 +32,7 @@ import jax
 from . import _explain
 from ._errors import RecompileError, StaticFieldWarning, recompile_budget_message
 from ._explain import Recompile
+from ._traceback import call_site
 
 logger = logging.getLogger("staticfield")
 
@@ -59,7 +58,6 @@ TRACKER_SETTINGS = ("max_compiles", "warn_compiles")  # public and settable
 TRACKER_COUNTERS = ("compile_count", "recompiles", *TRACKER_SETTINGS)
 HISTORY = 256  # earlier traces kept for explanations
 PER_STRUCTURE = 32  # of which, per argument structure
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def default_warn_compiles() -> int | None:
@@ -81,22 +79,6 @@ def check_positive(owner: str, name: str, value: Any) -> None:
             f"{owner}: {name} must be a positive int or None, got {value!r}. Pass a count "
             f"such as {name}=10, or {name}=None for no limit."
         )
-
-
-def call_site() -> str:
-    """The innermost frame outside staticfield and JAX, as ``path:line``."""
-    frame: types.FrameType | None = sys._getframe(1)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not (filename.startswith(_PACKAGE_DIR) or _is_jax_file(filename) or filename.startswith("<staticfield")):
-            return f"{filename}:{frame.f_lineno}"
-        frame = frame.f_back
-    return ""
-
-
-def _is_jax_file(filename: str) -> bool:
-    parts = filename.replace("\\", "/").split("/")
-    return "jax" in parts or "jaxlib" in parts or "contextlib.py" in parts[-1:]
 
 
 @dataclasses.dataclass

@@ -100,7 +100,6 @@ def _dirs_of(loaded: tuple[bool, ...]) -> tuple[str, ...]:
     return tuple(dirs)
 
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _JAX_DIR = os.path.dirname(os.path.abspath(jax.__file__ or "")) + os.sep
 _EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples") + os.sep
 
@@ -111,7 +110,7 @@ def call_site() -> str:
     frame = sys._getframe(1)
     while frame is not None:
         file = frame.f_code.co_filename
-        internal = file.startswith(skip) or file.startswith(("<frozen", "<staticfield"))
+        internal = file.startswith(skip) or file.startswith("<frozen")
         if file.startswith(_EXAMPLES_DIR) or not internal:
             return f"{relative(file)}:{frame.f_lineno}"
         frame = frame.f_back  # type: ignore[assignment]
