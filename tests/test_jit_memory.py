@@ -30,7 +30,7 @@ def test_deleting_an_sf_jit_function_frees_its_programs():
 
 def test_explanation_history_is_bounded():
     """After many compiles of one structure, explanations still work and the history stays bounded."""
-    from staticfield import _tracker
+    from staticfield._jit import _tracker
 
     f = sf.jit(lambda x: x + 1, warn_compiles=None)
     for n in range(1, _tracker.PER_STRUCTURE + 10):

@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import staticfield as sf
-from staticfield import _watch_diff
+from staticfield._watch import _describe as _watch_describe
 from staticfield.examples import watch_demo
 
 DEMO = Path(watch_demo.__file__).resolve()
@@ -346,7 +346,7 @@ def test_a_failing_watcher_leaves_the_program_unharmed(monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("describe exploded")
 
-    monkeypatch.setattr(_watch_diff, "describe", boom)
+    monkeypatch.setattr(_watch_describe, "describe", boom)
     f = jax.jit(lambda x: x + 1)
     with sf.watch() as w:
         out = f(jnp.ones(2))
@@ -359,7 +359,7 @@ def test_a_failing_watcher_leaves_the_program_unharmed(monkeypatch):
 
 def test_without_the_trace_hook_it_counts_and_times_and_says_so_once(monkeypatch):
     """A JAX without the trace hook: one notice, and compiles still counted and timed."""
-    from staticfield import _watch_hooks
+    from staticfield._watch import _hooks as _watch_hooks
 
     monkeypatch.setattr(_watch_hooks, "_install_trace_hook", lambda: None)  # as if JAX lacked it
     f = jax.jit(lambda x: x - 1)
@@ -501,7 +501,7 @@ def test_a_failing_watcher_under_the_command_line_leaves_the_script_unharmed(tmp
     """With the watcher's listener broken, the script's output and exit status are its own."""
     prog = script(tmp_path, """
         import jax, jax.numpy as jnp
-        from staticfield import _watch
+        from staticfield._watch import _watcher as _watch
 
         def broken(*args, **kwargs):
             raise RuntimeError("listener exploded")

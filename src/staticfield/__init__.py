@@ -5,30 +5,34 @@ key); dynamic fields are the traced children. ``sf.jit_method`` and ``sf.jit``
 compile only when something really changed, and explain every recompile.
 """
 
-from ._decorator import dataclass as dataclass
-from ._errors import RecompileError as RecompileError
-from ._errors import StaticFieldWarning as StaticFieldWarning
-from ._explain import Change as Change
-from ._explain import Recompile as Recompile
-from ._field import Static as Static
-from ._field import field as field
-from ._field import is_static as is_static
-from ._field import static as static
-from ._frozendict import FrozenDict as FrozenDict
-from ._instance import replace as replace
-from ._jit import jit as jit
-from ._jit import jit_method as jit_method
-from ._serialization import from_state_dict as from_state_dict
-from ._serialization import to_state_dict as to_state_dict
-from ._sharding import shard as shard
-from ._sharding import shardings as shardings
-from ._spec import dynamic_fields as dynamic_fields
-from ._spec import fields as fields
-from ._spec import static_fields as static_fields
-from ._stack import stack as stack
-from ._struct import Struct as Struct
-from ._stack import unstack as unstack
-from ._watch import watch as watch
+from ._core._decorator import dataclass as dataclass
+from ._core._errors import RecompileError as RecompileError
+from ._core._errors import StaticFieldWarning as StaticFieldWarning
+from ._core._field import Static as Static
+from ._core._field import field as field
+from ._core._field import is_static as is_static
+from ._core._field import static as static
+from ._core._frozendict import FrozenDict as FrozenDict
+from ._core._instance import replace as replace
+from ._core._spec import dynamic_fields as dynamic_fields
+from ._core._spec import fields as fields
+from ._core._spec import static_fields as static_fields
+from ._core._struct import Struct as Struct
+from ._explain._diff import Change as Change
+from ._explain._diff import Recompile as Recompile
+from ._jit._api import jit as jit
+from ._jit._api import jit_method as jit_method
+from ._tree._serialization import from_state_dict as from_state_dict
+from ._tree._serialization import to_state_dict as to_state_dict
+from ._tree._sharding import shard as shard
+from ._tree._sharding import shardings as shardings
+from ._tree._stack import stack as stack
+from ._tree._stack import unstack as unstack
+from ._watch._watcher import watch as watch
+
+from ._moved import install as _install_moved
+
+_install_moved(__name__)
 
 __version__ = "0.1.0"
 

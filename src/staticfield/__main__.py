@@ -16,7 +16,7 @@ import sys
 from types import ModuleType
 from typing import Sequence
 
-from . import _field
+from ._core import _field
 from .examples import EXAMPLES
 
 # Characters the output uses, and what a terminal that cannot show them gets instead.
@@ -124,7 +124,7 @@ _COMMANDS = {"demo": _demo_command}
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["watch"]:
-        from ._watch_cli import main as watch_main
+        from ._watch._cli import main as watch_main
 
         return watch_main(argv[1:])
     parser = _parser()

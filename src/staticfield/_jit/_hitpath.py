@@ -15,11 +15,11 @@ import types
 from typing import Any, Callable
 
 from ._args import qualname, signature_parts
-from ._deps import Abort
-from ._gen import compile_functions
-from ._spec import SPECS
-from ._state import FLAT_ATTR
-from ._traceback import hide
+from .._deps._share import Abort
+from .._core._gen import compile_functions
+from .._core._spec import SPECS
+from .._core._state import FLAT_ATTR
+from .._core._traceback import hide
 
 # Names the generated code uses: a parameter called one of these takes the *args path.
 _GENERATED_NAMES = (

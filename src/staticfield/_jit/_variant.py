@@ -20,8 +20,8 @@ from typing import Any, Callable, NamedTuple
 import jax
 
 from ._args import qualname
-from ._spec import Spec
-from ._state import flat
+from .._core._spec import Spec
+from .._core._state import flat
 
 
 class Split:

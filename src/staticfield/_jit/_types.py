@@ -11,7 +11,7 @@ from typing import Any, Protocol, TypeVar, overload
 
 from typing_extensions import ParamSpec
 
-from ._explain import Recompile
+from .._explain._diff import Recompile
 
 P = ParamSpec("P")
 R = TypeVar("R", covariant=True)

@@ -13,9 +13,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ._deps_shadow import recording
-from ._keys import keyable
-from ._spec import SPECS
+from ._shadow import recording
+from .._core._keys import keyable
+from .._core._spec import SPECS
 
 
 class Abort(BaseException):

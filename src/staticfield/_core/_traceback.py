@@ -20,7 +20,8 @@ import types
 
 from jax._src import source_info_util, traceback_util
 
-PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+# The whole package (this file is in its _core/ subpackage).
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 traceback_util.register_exclusion(PACKAGE_DIR)
 source_info_util.register_exclusion(PACKAGE_DIR)

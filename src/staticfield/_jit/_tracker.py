@@ -29,10 +29,10 @@ from typing import Any, Callable
 
 import jax
 
-from . import _explain
-from ._errors import RecompileError, StaticFieldWarning, recompile_budget_message
-from ._explain import Recompile
-from ._traceback import call_site
+from .._explain import _diff as _explain
+from .._core._errors import RecompileError, StaticFieldWarning, recompile_budget_message
+from .._explain._diff import Recompile
+from .._core._traceback import call_site
 
 logger = logging.getLogger("staticfield")
 

@@ -28,9 +28,9 @@ from typing import Any, Callable
 
 import jax
 
-from ._spec import SPEC_ATTR, SPECS
-from ._state import FLAT_ATTR, KEY_ATTR
-from ._traceback import call_site
+from .._core._spec import SPEC_ATTR, SPECS
+from .._core._state import FLAT_ATTR, KEY_ATTR
+from .._core._traceback import call_site
 
 RECORDER = "_staticfield_recorder"
 MARKER = "__staticfield_recording__"  # sf.Struct leaves a class carrying this undecorated

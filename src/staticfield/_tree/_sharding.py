@@ -18,8 +18,8 @@ import jax
 import numpy as np
 from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec
 
-from ._field import sharding_of
-from ._spec import is_instance, spec_of
+from .._core._field import sharding_of
+from .._core._spec import is_instance, spec_of
 
 T = TypeVar("T")
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import jax
 
-from ._spec import SPEC_ATTR, Spec
+from .._core._spec import SPEC_ATTR, Spec
 
 PASSING = "(passed by keyword)"  # the entry naming the arguments passed by keyword
 

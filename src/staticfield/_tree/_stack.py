@@ -16,10 +16,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._frozendict import FrozenDict
-from ._keys import keyable
-from ._display import summary
-from ._spec import SPEC_ATTR, is_instance, spec_of
+from .._core._frozendict import FrozenDict
+from .._core._keys import keyable
+from .._core._display import summary
+from .._core._spec import SPEC_ATTR, is_instance, spec_of
 
 T = TypeVar("T")
 

@@ -17,10 +17,10 @@ import jax
 
 from ._args import qualname
 from ._engine import JitFunction
-from ._spec import SPECS
-from ._state import cache_binding, flat
+from .._core._spec import SPECS
+from .._core._state import cache_binding, flat
 from ._tracker import TRACKER_SETTINGS, check_positive
-from ._traceback import hide
+from .._core._traceback import hide
 
 
 class JitMethod:

@@ -12,8 +12,8 @@ import types
 from typing import Any
 
 from ._describe import PASSING as _PASSING
-from ._display import short_dtype
-from ._keys import keyable
+from .._core._display import short_dtype
+from .._core._keys import keyable
 
 KINDS = ("static", "shape", "dtype", "weak_type", "structure", "sharding", "static_arg")
 

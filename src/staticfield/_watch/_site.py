@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from typing import Any, Callable
 
@@ -115,3 +116,24 @@ def call_site() -> str:
             return f"{relative(file)}:{frame.f_lineno}"
         frame = frame.f_back  # type: ignore[assignment]
     return ""
+
+
+_VIA = {"jit_lower": ".lower", "jit_trace": ".trace", "jit_eval_shape": ".eval_shape"}
+
+
+def via(depth: int = 24) -> str:
+    """Which of JAX's ``.lower``/``.trace``/``.eval_shape`` made this trace, if one did."""
+    frame, found = sys._getframe(2), ""
+    for _ in range(depth):
+        if frame is None:
+            break
+        via = _VIA.get(frame.f_code.co_name)
+        if via and frame.f_code.co_filename.endswith("pjit.py"):
+            found = via  # the outermost: .lower traces by way of .trace
+        frame = frame.f_back  # type: ignore[assignment]
+    return found
+
+
+@functools.lru_cache(maxsize=1024)
+def squash(name: str) -> str:
+    return re.sub(r"[^0-9A-Za-z]", "", name)

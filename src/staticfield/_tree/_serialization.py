@@ -49,7 +49,7 @@ def _key_str(key: Any) -> str:
 
 
 def _desc(x: Any) -> str:
-    from ._display import summary
+    from .._core._display import summary
 
     if isinstance(x, _PY_SCALARS):
         return f"a Python {type(x).__name__}"
@@ -132,7 +132,7 @@ def _lookup(state: Any, path: tuple, root: str) -> Any:
 
 
 def _root_name(obj: Any) -> str:
-    from ._spec import is_instance
+    from .._core._spec import is_instance
 
     return type(obj).__qualname__ if is_instance(obj) else "state"
 

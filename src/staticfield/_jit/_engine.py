@@ -16,15 +16,15 @@ import sys
 import threading
 from typing import Any, Callable
 
-from . import _describe
+from .._explain import _describe
 from ._args import check_jit_kwargs, qualname, resolve_donation, resolve_static
-from ._deps import Deps, check_deps
-from ._errors import RecompileError
+from .._deps._share import Deps, check_deps
+from .._core._errors import RecompileError
 from ._hitpath import deps_bound_call, deps_method_call, general_call, method_call
-from ._keys import StaticArgKey
-from ._spec import SPECS
-from ._state import flat
-from ._traceback import hide
+from .._core._keys import StaticArgKey
+from .._core._spec import SPECS
+from .._core._state import flat
+from .._core._traceback import hide
 from ._tracker import (
     TRACKER_COUNTERS,
     UNSET,
@@ -84,7 +84,7 @@ class JitFunction:
                     "static_argnames yet. Make those arguments static fields of self, or use "
                     "the default deps=\"all\"."
                 )
-            self.deps = Deps(self.variants, self._make_jitted, self.names[0], self._not_an_instance)
+            self.deps = Deps(self.variants, self._make_method_jitted, self.names[0], self._not_an_instance)
         self.call: Callable[..., Any] = (
             general_call(self.prepare) if not self.fast
             else method_call(self.fn, self.variants, self.method_miss) if self.deps is None
@@ -185,8 +185,7 @@ class JitFunction:
             with self._lock:
                 entry = self.variants.get(key)
                 if entry is None:
-                    spec = SPECS[obj.__class__]
-                    entry = self.variants[key] = (self._make_jitted(key, {0: Split(spec, key)}, ()), (0,))
+                    entry = self.variants[key] = (self._make_method_jitted(key), (0,))
         return entry[0], children
 
     def general_miss(self, vkey: tuple, args: tuple, parts: list) -> tuple[Any, tuple]:
@@ -203,6 +202,10 @@ class JitFunction:
             static_kwargs = tuple((name, key.raw) for name, key in parts[len(args):])
             entry = self.variants[vkey] = (self._make_jitted(vkey, layout, static_kwargs), split)
             return entry
+
+    def _make_method_jitted(self, key: Any) -> Any:
+        """The variant of a method called with only ``self``'s key as static (``key.cls``'s)."""
+        return self._make_jitted(key, {0: Split(SPECS[key.cls], key)}, ())
 
     def _make_jitted(self, vkey: Any, layout: dict[int, Any], static_kwargs: tuple) -> Any:
         traced = functools.partial(self._traced, vkey)

@@ -1,8 +1,8 @@
 """``sf.watch``: every compile of a JAX program, per jitted function, explained in user paths.
 
 A ``watch`` keeps a ``WatchedFunction`` per function (by code location) and a
-``Compile`` per trace. ``_watch_hooks`` feeds it from JAX, on cache misses only:
-``_traced`` describes the arguments of each new trace (``_watch_diff``) and diffs
+``Compile`` per trace. ``_hooks`` feeds it from JAX, on cache misses only:
+``_traced`` describes the arguments of each new trace (``_describe``, ``_diff``) and diffs
 them with the closest earlier compile; ``_duration`` adds trace, lowering and
 compile seconds to the compile in progress; ``_calling``/``_relowered`` explain a
 compile that needed no new trace (a new sharding). Where JAX lacks the trace hook,
@@ -12,20 +12,18 @@ the watcher says so once and keeps counts and times only.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
-import sys
 import threading
 import weakref
 from typing import Any, Callable
 
 import jax
 
-from . import _watch_diff
-from ._explain import Change
-from ._watch_hooks import activate, deactivate
-from ._watch_report import render, to_dict
-from ._watch_site import call_site, identify, unwrap_library
+from . import _describe, _diff
+from .._explain._diff import Change
+from ._hooks import activate, deactivate
+from ._report import render, to_dict
+from ._site import call_site, identify, squash, unwrap_library, via
 
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -172,22 +170,22 @@ class watch:
         changes: list[Change] = []
         description: dict = {}
         if not eager:
-            description = _watch_diff.describe(
+            description = _describe.describe(
                 user_fun, args, kwargs, static_argnums, static_argnames, static_leaf,
             )
             if entry.compiles:
-                changes = _watch_diff.closest(entry._descriptions, description)[1]
+                changes = _diff.closest(entry._descriptions, description)[1]
                 # staticfield makes one function per static variant: not the user's doing
                 if not entry.note and user_call is None and not _seen(entry, fun):
-                    changes.insert(0, _new_function(fun))
+                    changes.insert(0, _diff.new_function(fun))
             _remember(entry, fun)
-        record = Compile(len(entry.compiles) + 1, call_site(), changes, via=_via())
+        record = Compile(len(entry.compiles) + 1, call_site(), changes, via=via())
         entry.compiles.append(record)
         entry._descriptions.append(description)
         entry._placements.append(None)
         if not eager:
             self._by_source[str(getattr(dbg, "func_src_info", ""))] = entry
-        self._local.current = (record, _squash(getattr(fun, "__name__", "")), entry)
+        self._local.current = (record, squash(getattr(fun, "__name__", "")), entry)
 
     def _trace_raised(self) -> None:
         """The user's function raised while tracing: nothing compiled, so forget the trace."""
@@ -209,7 +207,7 @@ class watch:
             if current is None:
                 self._local.pending = (args, dbg)  # used only if a lowering follows
             elif current[2]._placements and current[2]._placements[-1] is None:
-                current[2]._placements[-1] = _placements(args, dbg)
+                current[2]._placements[-1] = _describe.placements(args, dbg)
         except Exception as e:
             self._failed("its call hook", e)
 
@@ -222,16 +220,16 @@ class watch:
         entry = self._by_source.get(str(dbg.func_src_info))
         if entry is None:
             return None
-        placements = _placements(args, dbg)
-        window = entry._placements[-_watch_diff.CLOSEST_WINDOW :]
+        placements = _describe.placements(args, dbg)
+        window = entry._placements[-_diff.CLOSEST_WINDOW :]
         earlier = [p for p in window if p is not None]
         changes = min(
-            (_watch_diff.placement_changes(p, placements) for p in earlier), key=len, default=[]
+            (_diff.placement_changes(p, placements) for p in earlier), key=len, default=[]
         )
         record = Compile(len(entry.compiles) + 1, call_site(), changes)
         entry.compiles.append(record)
         entry._placements.append(placements)
-        return (record, _squash(dbg.func_name), entry)
+        return (record, squash(dbg.func_name), entry)
 
     def _duration(self, event: str, seconds: float, fun_name: str) -> None:
         try:
@@ -241,7 +239,7 @@ class watch:
             current = getattr(self._local, "current", None)
             if current is None and event == LOWER_EVENT:
                 current = self._local.current = self._relowered()
-            if current is not None and current[1] in _squash(fun_name):
+            if current is not None and current[1] in squash(fun_name):
                 record = current[0]
                 if event == COMPILE_EVENT:
                     record.compiled_later = True
@@ -266,23 +264,7 @@ class watch:
         return last
 
 
-# -- what changed besides the arguments ------------------------------------------------
-
-
-_VIA = {"jit_lower": ".lower", "jit_trace": ".trace", "jit_eval_shape": ".eval_shape"}
-
-
-def _via(depth: int = 24) -> str:
-    """Which of JAX's ``.lower``/``.trace``/``.eval_shape`` made this trace, if one did."""
-    frame, found = sys._getframe(2), ""
-    for _ in range(depth):
-        if frame is None:
-            break
-        via = _VIA.get(frame.f_code.co_name)
-        if via and frame.f_code.co_filename.endswith("pjit.py"):
-            found = via  # the outermost: .lower traces by way of .trace
-        frame = frame.f_back  # type: ignore[assignment]
-    return found
+# -- which function objects a watched function has seen ----------------------------
 
 
 def _seen(entry: WatchedFunction, fun: Callable) -> bool:
@@ -297,23 +279,3 @@ def _remember(entry: WatchedFunction, fun: Callable) -> None:
         entry._functions.add(fun)
     except TypeError:
         pass
-
-
-def _new_function(fun: Callable) -> Change:
-    name = getattr(fun, "__qualname__", type(fun).__name__)
-    return Change(
-        "(the function)", "new function", "an earlier function object",
-        f"a new {name} object, same code", _watch_diff.HINTS["new function"],
-    )
-
-
-def _placements(args: tuple, dbg: Any) -> tuple:
-    """(argument path, placement) per flat argument; JAX puts closed-over constants first."""
-    names = tuple(dbg.arg_names or ())
-    flat = args[len(args) - len(names):] if names else args
-    return tuple(zip(names or [f"args[{i}]" for i in range(len(flat))], map(_watch_diff.placement, flat)))
-
-
-@functools.lru_cache(maxsize=1024)
-def _squash(name: str) -> str:
-    return re.sub(r"[^0-9A-Za-z]", "", name)

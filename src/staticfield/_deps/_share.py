@@ -43,13 +43,12 @@ import sys
 import threading
 from typing import Any, Callable
 
-from ._deps_read import Abort as Abort  # the hit paths catch it
-from ._deps_read import Recorder, Trace, Variant, display, kept, part
-from ._deps_shadow import recording
-from ._explain import Recompile
-from ._spec import SPECS
-from ._state import flat
-from ._variant import Split
+from ._read import Abort as Abort  # the hit paths catch it
+from ._read import Recorder, Trace, Variant, display, kept, part
+from ._shadow import recording
+from .._explain._diff import Recompile
+from .._core._spec import SPECS
+from .._core._state import flat
 
 logger = logging.getLogger("staticfield")
 
@@ -62,7 +61,7 @@ _RETRIES = 8
 class Deps:
     """The variants of one ``deps="read"`` method: lookup, tracing with recording, eviction."""
 
-    def __init__(self, variants: dict, make_jitted: Callable[[Any, dict, tuple], Any], self_name: str,
+    def __init__(self, variants: dict, make_jitted: Callable[[Any], Any], self_name: str,
                  not_an_instance: Callable[[Any], Any]) -> None:
         self.variants = variants
         self.make_jitted = make_jitted
@@ -90,7 +89,7 @@ class Deps:
                     found.keys.add(key)
                     entry = self.variants[key] = found.entry
                 else:
-                    entry = (self.make_jitted(key, {0: Split(SPECS[obj.__class__], key)}, ()), (0,))
+                    entry = (self.make_jitted(key), (0,))
                     self.variants[key] = entry
                     self.by_base[key] = Variant(entry, key)
         return entry
@@ -137,7 +136,7 @@ class Deps:
                     if variant.base == key:
                         variant.committed = False
                         self._reindex(variant)  # out of the index
-            entry = (self.make_jitted(key, {0: Split(SPECS[obj.__class__], key)}, ()), (0,))
+            entry = (self.make_jitted(key), (0,))
             variant = Variant(entry, key)
             variant.reads = {p: (part(key.state, p), "") for p in variant.tops}
             self.variants[key] = entry

@@ -18,7 +18,7 @@ import sys
 import traceback
 from typing import Callable, Sequence
 
-from ._watch import watch
+from ._watcher import watch
 
 OVER_BUDGET = (
     "staticfield watch: {name} ({location}) compiled {count} times, over --max-compiles {limit}; "

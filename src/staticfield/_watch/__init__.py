@@ -1,0 +1,11 @@
+"""``sf.watch`` and ``python -m staticfield watch``: every compile of any JAX program,
+per jitted function, explained in user paths.
+
+``_watcher`` keeps the records; ``_hooks`` feeds them from JAX's monitoring events and
+tracing; ``_site`` names a function and its call site; ``_diff`` describes a traced
+call's arguments by user path and diffs two of them; ``_report`` renders text and
+JSON; ``_cli`` is the command.
+
+Imports: ``_core`` and ``_explain``; it never depends on ``_jit`` (it watches any JAX
+program, staticfield's among them, through JAX alone).
+"""
