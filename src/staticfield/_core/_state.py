@@ -21,7 +21,7 @@ generated ``__init__``              W         W [1]   W [1]   --
 ``__init__`` again on a live one    X then W  X       X       X
 custom ``__init__``/post_init+seal  W [2]     X, W[1] X       X
 ``replace`` (``derive``)            C, W      C [3]   --      --
-``__copy__``                        C         C       C       --
+``__copy__``                        C         --      --      --
 ``__setstate__`` (pickle, deepcopy) W [4]     --      --      --
 unflatten (generated)               W         W       W       --
 first flatten / ``make_key``        --        W       W       --
@@ -45,9 +45,9 @@ import dataclasses
 import operator
 from typing import Any, Callable
 
-from . import _errors
+from . import _errors, _slots
 from ._checks import store
-from ._spec import Spec, spec_of
+from ._spec import SPEC_ATTR, Spec, spec_of
 
 KEY_ATTR = "_staticfield_key"
 FLAT_ATTR = "_staticfield_flat"
@@ -82,8 +82,10 @@ class FlatCache:
 
 
 def install(spec: Spec) -> None:
-    """Give a decorated class the descriptor that fills its instances' flatten cache."""
+    """Give a decorated class the descriptor that fills its instances' flatten cache, and
+    a ``StaticSlot`` under each static name (see ``_slots``)."""
     setattr(spec.cls, FLAT_ATTR, FlatCache(spec))
+    _slots.install(spec.cls, [spec.by_name[n] for n in spec.static_names], SPEC_ATTR)
 
 
 def key_of(spec: Spec, obj: Any) -> Any:
@@ -213,6 +215,7 @@ def _resolves(cls: type, name: str, descriptor: object) -> bool:
 
 def derive(obj: Any, changes: dict[str, Any]) -> Any:
     """``sf.replace``: a new sealed instance with ``changes``, without ``__init__``."""
+    _slots.used_whole(obj, "replace")
     spec = spec_of_type(obj.__class__)
     new = object.__new__(spec.cls)
     d, od = new.__dict__, obj.__dict__
@@ -229,19 +232,20 @@ def derive(obj: Any, changes: dict[str, Any]) -> Any:
 
 
 def copy(obj: Any) -> Any:
-    """``copy.copy``: fields and the derived key and children (bindings are rebuilt on use)."""
+    """``copy.copy``: the fields only. The key and children are derived again on first use,
+    so a field the user then sets with ``object.__setattr__`` (the frozen-dataclass escape
+    hatch) is what a flatten sees."""
+    _slots.used_whole(obj, "copy")
     new = object.__new__(obj.__class__)
     d, od = new.__dict__, obj.__dict__
     for name in spec_of_type(obj.__class__).names:
         d[name] = od[name]
-    for name in DERIVED:
-        if name in od:
-            d[name] = od[name]
     return new
 
 
 def getstate(obj: Any) -> dict[str, Any]:
     """The pickled state: the fields only."""
+    _slots.used_whole(obj, "pickle")
     spec = spec_of_type(obj.__class__)
     d = obj.__dict__
     return {n: d[n] for n in spec.names}
