@@ -9,7 +9,9 @@ equivalent, and a sealed instance never changes. Its ``__dict__`` holds:
 - ``_staticfield_key``: the ``StaticKey`` (JAX's aux_data);
 - ``_staticfield_flat``: ``(children, key)``, what JAX's flatten returns;
 - cached bindings: ``obj.method`` of a descriptor that binds once per instance,
-  stored under the method's name (``cache_binding``).
+  stored under a name private to that descriptor (``cache_binding``), never under the
+  method's name: the descriptor is consulted on every ``obj.method``, so what runs is
+  what ``type(obj)`` resolves the name to now.
 
 Derived entries are a pure function of the fields, so any of them may be dropped
 and rebuilt at any time. Which path writes (W), copies (C) or clears (X) what:
@@ -31,9 +33,7 @@ first flatten / ``make_key``        --        W       W       --
 [1] only when the key is a constant (no static fields). [2] converters run on
 assignment while building; ``seal`` fills defaults, freezes statics and checks
 leaves. [3] only when no static field changed. [4] fields only: cached entries in
-a pickled state are never trusted. [5] only on a sealed instance, and only where
-``name`` resolves to that descriptor on ``type(obj)`` (a ``super()`` call must not
-cache the parent's binding under the child's name).
+a pickled state are never trusted. [5] only on a sealed instance.
 
 Nothing outside this module and the code it has ``_codegen`` generate writes or
 clears these entries.
@@ -199,18 +199,11 @@ def check_init(spec: Any, obj: Any) -> None:
         fn(obj)
 
 
-def cache_binding(obj: Any, name: str, descriptor: object, value: Any) -> Any:
-    """Keep ``value`` as ``obj.name`` when ``obj`` is sealed and ``name`` means ``descriptor``."""
-    if id(obj) not in BUILDING and _resolves(type(obj), name, descriptor):
-        obj.__dict__[name] = value
+def cache_binding(obj: Any, slot: str, value: Any) -> Any:
+    """Keep ``value`` under the descriptor's private ``slot`` when ``obj`` is sealed."""
+    if id(obj) not in BUILDING:
+        obj.__dict__[slot] = value
     return value
-
-
-def _resolves(cls: type, name: str, descriptor: object) -> bool:
-    for klass in cls.__mro__:
-        if name in klass.__dict__:
-            return klass.__dict__[name] is descriptor
-    return False
 
 
 def derive(obj: Any, changes: dict[str, Any]) -> Any:
