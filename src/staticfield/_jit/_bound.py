@@ -63,15 +63,17 @@ class JitMethod:
         self._jit.attr_name = name
 
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        if obj is None:
-            defining = self.__dict__.get("_owner")
-            if owner is None or defining is None or owner is defining:
-                return self
-            return self._view(owner)
         try:
-            return obj.__dict__[self._slot]
+            return obj.__dict__[self._slot]  # the hit: one frame, two lookups
         except KeyError:
             return self._bind(obj)
+        except AttributeError:
+            if obj is not None:
+                raise
+        defining = self.__dict__.get("_owner")
+        if owner is None or defining is None or owner is defining:
+            return self
+        return self._view(owner)
 
     def _bind(self, obj: Any) -> Any:
         variants = self._variants
