@@ -15,6 +15,9 @@ import pytest
 
 import staticfield as sf
 
+# Every program shared with a new key is checked against a trace for that key (DESIGN).
+pytestmark = pytest.mark.usefixtures("check_deps")
+
 MODES = ["all", "read"]
 
 
@@ -261,3 +264,74 @@ def test_copy_then_object_setattr_is_what_jit_sees(deps):
     assert jax.jit(lambda o, x: o.w * x)(new, 1.0).tolist() == [3.0, 3.0]
     assert np.asarray(jax.tree.leaves(new)[0]).tolist() == [3.0, 3.0]
     assert m.f(1.0).tolist() == [1.0, 1.0]
+
+
+# ----------------------------------------------------------------- the checking mode
+def _leaky(monkeypatch):
+    """Simulate a recording bug: the traced self answers ``k`` from its dict, unrecorded."""
+    from staticfield._deps import _share
+
+    real = _share.stand_in
+
+    def leaky(obj, recorder):
+        new, shadowed = real(obj, recorder)
+        dict.__setitem__(new.__dict__, "k", obj.__dict__["k"])
+        return new, shadowed
+
+    monkeypatch.setattr(_share, "stand_in", leaky)
+
+    class P(sf.Struct):
+        w: jax.Array
+        k: sf.Static[int] = 1
+        tag: sf.Static[str] = "t"
+
+        @sf.jit_method(deps="read", warn_compiles=None)
+        def f(self, x):
+            return self.w * x * self.k
+
+    return P
+
+
+def test_checking_mode_catches_a_read_that_escaped(monkeypatch):
+    """STATICFIELD_CHECK_DEPS=1: a shared program that traces differently for the new key
+    raises DepsCheckError naming the method, both keys and the static whose read escaped."""
+    P = _leaky(monkeypatch)
+    assert P(jnp.ones(1), 1).f(1.0).tolist() == [1.0]
+    with pytest.raises(sf.DepsCheckError) as info:
+        P(jnp.ones(1), 2).f(1.0)
+    text = str(info.value)
+    assert text.startswith("_leaky.<locals>.P.f: deps=\"read\" shared the program traced for self.k=1 "
+                           "with self.k=2, but the method traces differently for them (the equations")
+    assert "a read of self.k escaped the recording" in text
+    assert "use deps=\"all\" (the default) for this method" in text
+    assert isinstance(info.value, RuntimeError)
+
+
+def test_without_the_checking_mode_the_same_escape_is_silent(monkeypatch):
+    """The same simulated bug without the checking mode returns the first key's result:
+    what the checking mode is for."""
+    monkeypatch.delenv("STATICFIELD_CHECK_DEPS", raising=False)
+    P = _leaky(monkeypatch)
+    P(jnp.ones(1), 1).f(1.0)
+    assert P(jnp.ones(1), 2).f(1.0).tolist() == [1.0]  # wrong, as the leak makes it
+
+
+def test_checking_mode_passes_sound_sharing_and_never_counts_its_traces(monkeypatch):
+    """Sharing that is right passes the check; its extra traces are not compiles."""
+    traces = 0
+
+    class P(sf.Struct):
+        w: jax.Array
+        k: sf.Static[int] = 1
+        tag: sf.Static[str] = "t"
+
+        @sf.jit_method(deps="read", warn_compiles=None)
+        def f(self, x):
+            nonlocal traces
+            traces += 1
+            return self.w * x * self.k
+
+    got = [P(jnp.ones(1), 1, t).f(1.0).tolist() for t in ("a", "b", "c")]
+    assert got == [[1.0]] * 3
+    assert P.f.compile_count == 1
+    assert 3 <= traces <= 1 + 2 * 2  # the real trace, then the check's (JAX may reuse the base's)

@@ -13,6 +13,19 @@ class RecompileError(RuntimeError):
     """A jitted function was about to trace more times than its ``max_compiles`` budget allows."""
 
 
+class DepsCheckError(RuntimeError):
+    """``STATICFIELD_CHECK_DEPS=1``: a ``deps="read"`` method shared a program with a static
+    key for which it traces differently (a read of a static escaped the recording)."""
+
+
+DEPS_CHECK = (
+    "{function}: deps=\"read\" shared the program traced for {base} with {key}, but the "
+    "method traces differently for them ({what}), so a read of {fields} escaped the recording "
+    "and the shared program would compute the wrong result. Please report this to staticfield "
+    "with the method; until it is fixed, use deps=\"all\" (the default) for this method."
+)
+
+
 class StaticFieldWarning(UserWarning):
     """A staticfield construct works, but is likely to cost recompiles."""
 

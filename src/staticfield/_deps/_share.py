@@ -43,6 +43,7 @@ import sys
 import threading
 from typing import Any, Callable
 
+from . import _check
 from ._read import Abort as Abort  # the hit paths catch it
 from ._read import Recorder, Trace, Variant, display, part
 from ._trace import stand_in
@@ -62,7 +63,9 @@ class Deps:
     """The variants of one ``deps="read"`` method: lookup, tracing with recording, eviction."""
 
     def __init__(self, variants: dict, make_jitted: Callable[[Any], Any], self_name: str,
-                 not_an_instance: Callable[[Any], Any]) -> None:
+                 not_an_instance: Callable[[Any], Any], fn: Callable[..., Any], function: str) -> None:
+        self.fn, self.function = fn, function  # the user's method and its qualified name
+        self.checked: set = set()  # (key, base) pairs the checking mode has compared
         self.variants = variants
         self.make_jitted = make_jitted
         self.self_name = self_name
@@ -105,7 +108,22 @@ class Deps:
 
     def retry(self, obj: Any, *args: Any, **kwargs: Any) -> Any:
         """A miss, an ``Abort``, or a key moved during the call: look up again and call."""
-        return self.call(obj, lambda jitted, children: jitted(children, *args, **kwargs))
+        out = self.call(obj, lambda jitted, children: jitted(children, *args, **kwargs))
+        if _check.enabled():  # after the call: its retraces have recorded what they read
+            self.check(obj, args, kwargs)
+        return out
+
+    def check(self, obj: Any, args: tuple, kwargs: dict) -> None:
+        """The checking mode: a key that shares a program traces as its base does (``_check``)."""
+        key = flat(obj)[1]
+        with self.lock:
+            entry = self.variants.get(key)
+            variant = next((v for v in self.by_base.values() if v.entry is entry), None)
+            if variant is None or variant.base == key or (key, variant.base) in self.checked:
+                return
+            self.checked.add((key, variant.base))
+            base, reads = variant.base, dict(variant.reads)
+        _check.check(self.function, self.self_name, self.fn, base, reads, obj, args, kwargs)
 
     def call(self, obj: Any, invoke: Callable[[Any, tuple], Any]) -> Any:
         """``invoke(jax.jit, children)`` on ``obj``'s variant, until it ran on a variant that

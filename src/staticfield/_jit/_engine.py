@@ -84,7 +84,8 @@ class JitFunction:
                     "static_argnames yet. Make those arguments static fields of self, or use "
                     "the default deps=\"all\"."
                 )
-            self.deps = Deps(self.variants, self._make_method_jitted, self.names[0], self._not_an_instance)
+            self.deps = Deps(self.variants, self._make_method_jitted, self.names[0], self._not_an_instance,
+                             fn, self.tracker.function)
         self.call: Callable[..., Any] = (
             general_call(self.prepare) if not self.fast
             else method_call(self.fn, self.variants, self.method_miss) if self.deps is None
