@@ -215,19 +215,6 @@ def test_bad_deps_value_is_refused_at_decoration():
                 return x
 
 
-def test_deps_read_with_static_arguments_is_refused():
-    """deps="read" with static_argnames is a TypeError saying to make them static fields."""
-    with pytest.raises(TypeError, match=r'with_static: deps="read" does not support static_argnums.*static fields'):
-
-        @sf.dataclass
-        class P:
-            w: jax.Array
-
-            @sf.jit_method(deps="read", static_argnames="n")
-            def with_static(self, x, n):
-                return x
-
-
 def test_sf_jit_refuses_deps():
     """sf.jit(fn, deps=...) is a TypeError naming the function and pointing to jit_method."""
 

@@ -335,3 +335,47 @@ def test_checking_mode_passes_sound_sharing_and_never_counts_its_traces(monkeypa
     assert got == [[1.0]] * 3
     assert P.f.compile_count == 1
     assert 3 <= traces <= 1 + 2 * 2  # the real trace, then the check's (JAX may reuse the base's)
+
+
+# ----------------------------------------------------------------- static arguments
+def _with_static_args(deps, **jit_kwargs):
+    class P(sf.Struct):
+        w: jax.Array
+        k: sf.Static[int] = 1
+        tag: sf.Static[str] = "t"
+
+        @sf.jit_method(deps=deps, warn_compiles=None, **jit_kwargs)
+        def f(self, x, n, *, scale=1.0):
+            out = self.w * x * self.k
+            for _ in range(n):  # n must be static: a Python int here
+                out = out + 1.0
+            return out * scale
+
+    return P
+
+
+@pytest.mark.parametrize("jit_kwargs", [dict(static_argnums=2), dict(static_argnames=("n", "scale"))],
+                         ids=["argnums", "argnames"])
+def test_static_arguments_with_deps_read(jit_kwargs):
+    """deps="read" with static_argnums/argnames: equal static arguments share across unread
+    statics; another static argument value (type-strict) compiles; results equal deps="all"."""
+    Read, All = _with_static_args("read", **jit_kwargs), _with_static_args("all", **jit_kwargs)
+    calls = [(1, "a", 2), (1, "b", 2), (1, "c", 2), (2, "a", 2), (1, "a", 3), (1, "b", True)]
+    for k, tag, n in calls:
+        got = Read(jnp.ones(1), k, tag).f(1.0, n)
+        want = All(jnp.ones(1), k, tag).f(1.0, n)
+        assert got.tolist() == want.tolist(), (k, tag, n)
+    assert Read.f.compile_count == 4 < All.f.compile_count == 6
+    assert Read.f(Read(jnp.ones(1), 1, "z"), 1.0, 2).tolist() == [3.0]  # Cls.f(obj, ...)
+    assert Read.f.compile_count == 4
+
+
+def test_static_keyword_with_deps_read_and_aot():
+    """A static keyword is part of what must match; lower/trace take the user's arguments."""
+    P = _with_static_args("read", static_argnames=("n", "scale"))
+    a, b = P(jnp.ones(1), 1, "a"), P(jnp.ones(1), 1, "b")
+    assert a.f(1.0, n=1, scale=2.0).tolist() == b.f(1.0, n=1, scale=2.0).tolist() == [4.0]
+    assert b.f(1.0, n=1, scale=3.0).tolist() == [6.0]
+    assert P.f.compile_count == 2
+    assert "mul" in str(P.f.trace(a, 1.0, n=1, scale=2.0).jaxpr)
+    assert "multiply" in P.f.lower(b, 1.0, n=1, scale=2.0).as_text()

@@ -29,9 +29,20 @@ def enabled() -> bool:
     return os.environ.get(ENV, "") not in ("", "0")
 
 
-def _traced(fn: Callable[..., Any], obj: Any, args: tuple, kwargs: dict) -> tuple:
-    closed, shape = jax.make_jaxpr(fn, return_shape=True)(obj, *args, **kwargs)
-    return closed, shape
+def _traced(fn: Callable[..., Any], obj: Any, args: tuple, kwargs: dict,
+            static_pos: frozenset, static_names: frozenset) -> tuple:
+    """``make_jaxpr`` of ``fn(obj, *args, **kwargs)``, its static arguments kept static."""
+    fixed = {i: a for i, a in enumerate(args, 1) if i in static_pos}
+    fixed_kw = {k: v for k, v in kwargs.items() if k in static_names}
+
+    def call(o: Any, *dyn: Any, **dyn_kw: Any) -> Any:
+        rest = iter(dyn)
+        full = [fixed[i] if i in fixed else next(rest) for i in range(1, len(args) + 1)]
+        return fn(o, *full, **dyn_kw, **fixed_kw)
+
+    dyn = [a for i, a in enumerate(args, 1) if i not in fixed]
+    dyn_kw = {k: v for k, v in kwargs.items() if k not in fixed_kw}
+    return jax.make_jaxpr(call, return_shape=True)(obj, *dyn, **dyn_kw)
 
 
 def _consts_equal(a: list, b: list) -> bool:
@@ -44,9 +55,11 @@ def _consts_equal(a: list, b: list) -> bool:
     return True
 
 
-def difference(fn: Callable[..., Any], base_obj: Any, obj: Any, args: tuple, kwargs: dict) -> str:
+def difference(fn: Callable[..., Any], base_obj: Any, obj: Any, args: tuple, kwargs: dict,
+               static_pos: frozenset = frozenset(), static_names: frozenset = frozenset()) -> str:
     """What differs between tracing ``fn`` for ``base_obj`` and for ``obj`` ('' if nothing)."""
-    (a, a_shape), (b, b_shape) = _traced(fn, base_obj, args, kwargs), _traced(fn, obj, args, kwargs)
+    a, a_shape = _traced(fn, base_obj, args, kwargs, static_pos, static_names)
+    b, b_shape = _traced(fn, obj, args, kwargs, static_pos, static_names)
     if jax.tree.structure(a_shape) != jax.tree.structure(b_shape) or jax.tree.leaves(a_shape) != jax.tree.leaves(b_shape):
         return "the output's structure, shapes or dtypes"
     if str(a.jaxpr) != str(b.jaxpr):
@@ -57,11 +70,12 @@ def difference(fn: Callable[..., Any], base_obj: Any, obj: Any, args: tuple, kwa
 
 
 def check(function: str, self_name: str, fn: Callable[..., Any], base: Any, reads: Any,
-          obj: Any, args: tuple, kwargs: dict) -> None:
+          obj: Any, args: tuple, kwargs: dict, static_pos: frozenset = frozenset(),
+          static_names: frozenset = frozenset()) -> None:
     """Raise ``DepsCheckError`` if ``fn`` traces differently for ``base`` than for ``obj``'s key."""
     key = obj._staticfield_flat[1]
     base_obj = SPECS[obj.__class__].unflatten(base, obj._staticfield_flat[0])
-    what = difference(fn, base_obj, obj, args, kwargs)
+    what = difference(fn, base_obj, obj, args, kwargs, static_pos, static_names)
     if not what:
         return
     differ = [n for n in key.names if keyable(key.state[n]) != keyable(base.state[n])]

@@ -63,8 +63,10 @@ class Deps:
     """The variants of one ``deps="read"`` method: lookup, tracing with recording, eviction."""
 
     def __init__(self, variants: dict, make_jitted: Callable[[Any], Any], self_name: str,
-                 not_an_instance: Callable[[Any], Any], fn: Callable[..., Any], function: str) -> None:
+                 not_an_instance: Callable[[Any], Any], fn: Callable[..., Any], function: str,
+                 static_pos: frozenset = frozenset(), static_names: frozenset = frozenset()) -> None:
         self.fn, self.function = fn, function  # the user's method and its qualified name
+        self.static_pos, self.static_names = static_pos, static_names  # of fn, for the check
         self.checked: set = set()  # (key, base) pairs the checking mode has compared
         self.variants = variants
         self.make_jitted = make_jitted
@@ -123,7 +125,8 @@ class Deps:
                 return
             self.checked.add((key, variant.base))
             base, reads = variant.base, dict(variant.reads)
-        _check.check(self.function, self.self_name, self.fn, base, reads, obj, args, kwargs)
+        _check.check(self.function, self.self_name, self.fn, base, reads, obj, args, kwargs,
+                     self.static_pos, self.static_names)
 
     def call(self, obj: Any, invoke: Callable[[Any, tuple], Any]) -> Any:
         """``invoke(jax.jit, children)`` on ``obj``'s variant, until it ran on a variant that
