@@ -379,3 +379,51 @@ def test_static_keyword_with_deps_read_and_aot():
     assert P.f.compile_count == 2
     assert "mul" in str(P.f.trace(a, 1.0, n=1, scale=2.0).jaxpr)
     assert "multiply" in P.f.lower(b, 1.0, n=1, scale=2.0).as_text()
+
+
+# ----------------------------------------------------------------- sf.watch
+def _shape_reader():
+    class P(sf.Struct):
+        w: jax.Array
+        k: sf.Static[int] = 1
+        tag: sf.Static[str] = "t"
+
+        @sf.jit_method(deps="read", warn_compiles=None)
+        def f(self, x):
+            return x * (self.k if x.shape[0] == 3 else 1)  # reads k for 3 elements only
+
+    return P
+
+
+@pytest.mark.usefixtures("no_check_deps")  # counts the method's traces under sf.watch
+def test_watch_does_not_report_an_aborted_retrace_as_a_trace_that_raised():
+    """A retrace that deps="read" aborts (its keys disagree on a new read) and makes again is
+    not "a trace that raised": the report counts the compiles that happened, no failure."""
+    P = _shape_reader()
+    with sf.watch() as w:
+        P(jnp.ones(1), 1, "a").f(jnp.ones(2))
+        P(jnp.ones(1), 2, "a").f(jnp.ones(2))  # shares: k was not read
+        assert P(jnp.ones(1), 2, "a").f(jnp.ones(3)).tolist() == [2.0] * 3  # reads k: aborts, again
+    (entry,) = [e for e in w.functions if not e.eager]
+    assert entry.failed_traces == 0
+    assert entry.count == P.f.compile_count == 2
+    assert "raised" not in w.report()
+    assert [c.call_site.split(":")[0] for c in entry.compiles] == ["tests/test_deps_soundness.py"] * 2
+
+
+@pytest.mark.usefixtures("no_check_deps")
+def test_watch_never_blames_an_unread_static_and_says_where_the_read_was():
+    """sf.watch explains a deps="read" recompile by the statics the method read, with the
+    line that read them, as sf.Recompile does; a static that also changed but was never
+    read is not named."""
+    P = _shape_reader()
+    with sf.watch() as w:
+        P(jnp.ones(1), 1, "a").f(jnp.ones(3))  # reads k
+        P(jnp.ones(1), 2, "b").f(jnp.ones(3))  # k and tag differ; only k was read
+    (entry,) = [e for e in w.functions if not e.eager]
+    changes = [(c.path, c.kind) for c in entry.compiles[1].changes]
+    assert changes == [("self.k", "static")]
+    assert entry.compiles[1].changes[0].read.startswith("read at test_deps_soundness.py:")
+    assert "self.k: 1 → 2 (static; read at test_deps_soundness.py:" in w.report()
+    assert "self.tag" not in w.report()
+    assert [(c.path, c.read[:8]) for c in P.f.recompiles[-1].changes] == [("self.k", "read at ")]

@@ -13,6 +13,12 @@ class RecompileError(RuntimeError):
     """A jitted function was about to trace more times than its ``max_compiles`` budget allows."""
 
 
+class Retrace(BaseException):
+    """Internal: staticfield stops a trace on purpose and makes it again (``deps="read"``:
+    a shared program's retrace read a static its keys disagree on). Never reaches the user;
+    a ``BaseException`` so that a user's ``except Exception`` cannot swallow it."""
+
+
 class DepsCheckError(RuntimeError):
     """``STATICFIELD_CHECK_DEPS=1``: a ``deps="read"`` method shared a program with a static
     key for which it traces differently (a read of a static escaped the recording)."""

@@ -40,6 +40,9 @@ def _traced(fn: Callable[..., Any], obj: Any, args: tuple, kwargs: dict,
         full = [fixed[i] if i in fixed else next(rest) for i in range(1, len(args) + 1)]
         return fn(o, *full, **dyn_kw, **fixed_kw)
 
+    # Named for what it is: sf.watch lists these traces apart from the method's own.
+    call.__name__ = f"{getattr(fn, '__name__', 'method')} [deps check]"
+    call.__qualname__ = f"{getattr(fn, '__qualname__', call.__name__)} [deps check]"
     dyn = [a for i, a in enumerate(args, 1) if i not in fixed]
     dyn_kw = {k: v for k, v in kwargs.items() if k not in fixed_kw}
     return jax.make_jaxpr(call, return_shape=True)(obj, *dyn, **dyn_kw)

@@ -44,10 +44,10 @@ import threading
 from typing import Any, Callable
 
 from . import _check
-from ._read import Abort as Abort  # the hit paths catch it
+from .._core._errors import Retrace as Abort  # raised here, caught by the hit paths
 from ._read import Recorder, Trace, Variant, display, part
 from ._trace import stand_in
-from .._explain._diff import Recompile
+from .._explain._diff import Change, Recompile
 from .._core._spec import SPECS
 from .._core._state import flat
 
@@ -230,25 +230,28 @@ class Deps:
 
     # ----- explanations -----------------------------------------------------------------------
     def annotate(self, event: Recompile) -> Recompile:
-        """Say where each changed static was read; drop statics no variant read."""
+        """``event`` with ``explain``'s changes."""
+        changes = self.explain(event.changes)
+        return event if changes == event.changes else dataclasses.replace(event, changes=changes)
+
+    def explain(self, changes: list[Change]) -> list[Change]:
+        """Say where each changed static was read; drop statics no variant read (unless
+        nothing would be left). ``sf.Recompile`` and ``sf.watch`` explain with it."""
         with self.lock:
             how: dict[str, str] = {}
             for variant in self.by_base.values():
                 for path, (_, text) in variant.reads.items():
                     how.setdefault(display(self.self_name, path), text)
             statics = {display(self.self_name, p) for v in self.by_base.values() for p in v.tops}
-        changes = []
-        for change in event.changes:
+        out = []
+        for change in changes:
             if change.kind == "static" and change.path in statics:
-                text = how.get(change.path) or next(
-                    (t for p, t in how.items() if p.startswith(change.path + ".")), "")
+                text = how.get(change.path, "")
                 if not text:
                     continue
                 change = dataclasses.replace(change, read=text)
-            changes.append(change)
-        if not changes:
-            return event
-        return dataclasses.replace(event, changes=changes)
+            out.append(change)
+        return out or list(changes)
 
 
 def check_deps(owner: str, deps: Any) -> None:

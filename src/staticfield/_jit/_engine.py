@@ -222,7 +222,9 @@ class JitFunction:
 
     def _make_jitted(self, vkey: Any, layout: dict[int, Any], static_kwargs: tuple) -> Any:
         traced = functools.partial(self._traced, vkey)
-        return make_jitted(self.fn, layout, static_kwargs, traced, self._jit_kwargs, self.static_pos)
+        deps = self.deps if self.rest_deps is None else self.rest_deps.of(vkey)[0]
+        return make_jitted(self.fn, layout, static_kwargs, traced, self._jit_kwargs, self.static_pos,
+                           deps.explain if deps is not None else None)
 
     def _traced(self, vkey: Any, args: tuple, kwargs: dict) -> Any:
         """The user's function while JAX traces it: described, budgeted, counted."""
