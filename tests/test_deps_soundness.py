@@ -273,10 +273,10 @@ def _leaky(monkeypatch):
 
     real = _share.stand_in
 
-    def leaky(obj, recorder):
-        new, shadowed = real(obj, recorder)
+    def leaky(obj, *args):
+        new, *rest = real(obj, *args)
         dict.__setitem__(new.__dict__, "k", obj.__dict__["k"])
-        return new, shadowed
+        return (new, *rest)
 
     monkeypatch.setattr(_share, "stand_in", leaky)
 
@@ -427,3 +427,127 @@ def test_watch_never_blames_an_unread_static_and_says_where_the_read_was():
     assert "self.k: 1 → 2 (static; read at test_deps_soundness.py:" in w.report()
     assert "self.tag" not in w.report()
     assert [(c.path, c.read[:8]) for c in P.f.recompiles[-1].changes] == [("self.k", "read at ")]
+
+
+# ----------------------------------------------------------------- nested instances in dynamic fields
+class Dense(sf.Struct):
+    w: jax.Array
+    n: sf.Static[int] = 1
+    name: sf.Static[str] = "dense"
+
+
+class Block(sf.Struct):
+    inner: Dense
+    scale: sf.Static[float] = 1.0
+    label: sf.Static[str] = "block"
+
+
+def _stack(deps, body=None):
+    class Net(sf.Struct):
+        layers: tuple
+        block: Block
+        tag: sf.Static[str] = "net"
+
+        @sf.jit_method(deps=deps, warn_compiles=None)
+        def __call__(self, x):
+            if body is not None:
+                return body(self, x)
+            for layer in self.layers:
+                x = x * layer.w * layer.n
+            return x * self.block.inner.w * self.block.scale
+
+    return Net
+
+
+def _net(Net, ns=(1, 2), names=("a", "b"), scale=1.0, label="block", inner_name="dense"):
+    layers = tuple(Dense(jnp.full(2, 2.0), n, name) for n, name in zip(ns, names))
+    return Net(layers, Block(Dense(jnp.ones(2), 3, inner_name), scale, label))
+
+
+def test_nested_layers_share_a_program_across_statics_never_read():
+    """Layers (sf instances in a tuple and in a nested field) that differ only in statics the
+    method never reads share one program; a static it reads compiles; results equal deps="all"."""
+    Read, All = _stack("read"), _stack("all")
+    variants = [dict(names=("a", "b")), dict(names=("c", "d")), dict(label="other", inner_name="x"),
+                dict(ns=(1, 3)), dict(scale=2.0), dict(names=("e", "f"), ns=(1, 3))]
+    for kw in variants:
+        got, want = _net(Read, **kw)(jnp.ones(2)), _net(All, **kw)(jnp.ones(2))
+        assert got.tolist() == want.tolist(), kw
+    assert Read.__call__.compile_count == 3
+    assert All.__call__.compile_count == 6
+    event = Read.__call__.recompiles[0]
+    assert [c.path for c in event.changes] == ["self.layers[1].n"]
+    assert event.changes[0].read.startswith("read at test_deps_soundness.py:")
+
+
+def test_a_thousand_models_differing_in_an_unread_nested_static_compile_once():
+    """The jax#33043 sweep, one level down: 1000 models whose layers' names differ, one compile."""
+    Net = _stack("read")
+    for i in range(1000):
+        _net(Net, names=(f"a{i}", f"b{i}"))(jnp.ones(2))
+    assert Net.__call__.compile_count == 1
+
+
+def test_nested_instance_used_as_a_whole_reads_all_of_it():
+    """hash(self.layers[0]) reads every static of that layer (and nothing else)."""
+    Net = _stack("read", lambda self, x: x * (hash(self.layers[0]) == hash(self.layers[0])))
+    for kw in (dict(names=("a", "b")), dict(names=("a", "c")), dict(names=("z", "b"))):
+        _net(Net, **kw)(jnp.ones(2))
+    assert Net.__call__.compile_count == 2  # layers[0].name changed once; layers[1].name is unread
+
+
+def test_nested_instances_in_a_list_stay_keyed_by_jax():
+    """Layers in a list (mutable) keep their statics in JAX's key: sound, never shared."""
+
+    class Net(sf.Struct):
+        layers: list
+        tag: sf.Static[str] = "net"
+
+        @sf.jit_method(deps="read", warn_compiles=None)
+        def __call__(self, x):
+            return x * self.layers[0].w * self.layers[0].n
+
+    outs = [Net([Dense(jnp.ones(2), n, name)])(jnp.ones(2)).tolist() for n, name in ((1, "a"), (1, "b"), (2, "a"))]
+    assert outs == [[1.0, 1.0], [1.0, 1.0], [2.0, 2.0]]
+    assert Net.__call__.compile_count == 3
+
+
+def test_a_nested_instance_kept_past_the_trace_reads_all_of_it():
+    """A custom_vjp rule reading a layer's static after the trace: each model its own value."""
+
+    def body(self, x):
+        layer = self.layers[0]
+        return _identity_scaling(x, lambda: layer.n)
+
+    Net = _stack("read", body)
+    a, b = _net(Net, ns=(1, 2)), _net(Net, ns=(5, 2))
+    a(1.0), b(1.0)
+    assert [float(jax.grad(m)(1.0)) for m in (b, a)] == [5.0, 1.0]
+
+
+def _identity_scaling(x, scale):
+    @jax.custom_vjp
+    def g(x):
+        return x
+
+    g.defvjp(lambda x: (x, None), lambda _, ct: (ct * scale(),))
+    return g(x)
+
+
+def test_nested_reads_with_static_arguments_and_bound_methods_as_pytrees():
+    """The same sharing through Cls.method(obj, ...), obj.method passed into jax.jit, and
+    static arguments."""
+
+    class Net(sf.Struct):
+        layers: tuple
+        tag: sf.Static[str] = "net"
+
+        @sf.jit_method(deps="read", warn_compiles=None, static_argnames="k")
+        def f(self, x, k=1):
+            return x * self.layers[0].w * self.layers[0].n * k
+
+    nets = [Net((Dense(jnp.ones(2), 2, name),)) for name in ("a", "b", "c")]
+    assert [Net.f(m, 1.0, k=2).tolist() for m in nets] == [[4.0, 4.0]] * 3
+    assert Net.f.compile_count == 1
+    outer = jax.jit(lambda method, x: method(x))
+    assert [outer(m.f, 1.0).tolist() for m in nets] == [[2.0, 2.0]] * 3

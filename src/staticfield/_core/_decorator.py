@@ -12,12 +12,11 @@ from typing import Any, Callable, TypeVar, overload
 import jax
 from typing_extensions import dataclass_transform
 
-from . import _display, _errors, _instance, _state
+from . import _deep, _display, _errors, _instance, _state
 from ._codegen import generate
 from ._field import CONVERTER, SHARDING, STATIC, annotation_is_static, field, is_static, static
 from ._freeze import freeze
 from ._spec import SPEC_ATTR, Spec, is_skeleton, register
-from ._state import FLAT_ATTR, KEY_ATTR
 
 C = TypeVar("C", bound=type)
 
@@ -188,7 +187,7 @@ def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_arg
         raise TypeError(f"@sf.dataclass decorates a class, got {type(cls).__name__}.")
     if SPEC_ATTR in cls.__dict__:
         raise TypeError(f"{cls.__qualname__} is already an @sf.dataclass; decorate it once.")
-    for reserved in (KEY_ATTR, FLAT_ATTR):
+    for reserved in _state.DERIVED:
         if reserved in cls.__dict__.get("__annotations__", {}):
             raise TypeError(f"{cls.__qualname__}: the field name {reserved!r} is reserved by staticfield.")
     if "__slots__" in cls.__dict__:
@@ -239,6 +238,7 @@ def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_arg
     if not _has_own_replace(cls) and "replace" not in spec.name_set:
         cls.replace = _instance._replace_method  # type: ignore[attr-defined]
     _state.install(spec)
+    _deep.install(cls)
     register(spec, generated)
     return cls
 

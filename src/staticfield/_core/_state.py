@@ -8,6 +8,7 @@ equivalent, and a sealed instance never changes. Its ``__dict__`` holds:
 - the field values (the user's data), and, derived from them,
 - ``_staticfield_key``: the ``StaticKey`` (JAX's aux_data);
 - ``_staticfield_flat``: ``(children, key)``, what JAX's flatten returns;
+- ``_staticfield_deep``: ``deps="read"``'s flatten, nested statics lifted (``_deep``);
 - cached bindings: ``obj.method`` of a descriptor that binds once per instance,
   stored under a name private to that descriptor (``cache_binding``), never under the
   method's name: the descriptor is consulted on every ``obj.method``, so what runs is
@@ -51,7 +52,8 @@ from ._spec import SPEC_ATTR, Spec, spec_of
 
 KEY_ATTR = "_staticfield_key"
 FLAT_ATTR = "_staticfield_flat"
-DERIVED = (KEY_ATTR, FLAT_ATTR)
+DEEP_ATTR = "_staticfield_deep"  # deps="read": the flatten with nested statics lifted (_deep)
+DERIVED = (KEY_ATTR, FLAT_ATTR, DEEP_ATTR)
 flat = operator.attrgetter(FLAT_ATTR)  # an instance's cached (children, static key)
 
 # ids of instances under construction (custom __init__ or __post_init__ running).

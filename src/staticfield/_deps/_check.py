@@ -20,7 +20,7 @@ import numpy as np
 
 from .._core._errors import DEPS_CHECK, DepsCheckError
 from .._core._keys import keyable
-from .._core._spec import SPECS
+from .._core._deep import display, paths_of, rebuild, value_at
 
 ENV = "STATICFIELD_CHECK_DEPS"
 
@@ -76,14 +76,13 @@ def check(function: str, self_name: str, fn: Callable[..., Any], base: Any, read
           obj: Any, args: tuple, kwargs: dict, static_pos: frozenset = frozenset(),
           static_names: frozenset = frozenset()) -> None:
     """Raise ``DepsCheckError`` if ``fn`` traces differently for ``base`` than for ``obj``'s key."""
-    key = obj._staticfield_flat[1]
-    base_obj = SPECS[obj.__class__].unflatten(base, obj._staticfield_flat[0])
-    what = difference(fn, base_obj, obj, args, kwargs, static_pos, static_names)
+    children, key = obj._staticfield_deep
+    what = difference(fn, rebuild(base, children), obj, args, kwargs, static_pos, static_names)
     if not what:
         return
-    differ = [n for n in key.names if keyable(key.state[n]) != keyable(base.state[n])]
-    unread = [n for n in differ if (n,) not in reads] or differ
-    show = lambda k: ", ".join(f"{self_name}.{n}={k.state[n]!r}" for n in differ)  # noqa: E731
+    differ = [p for p in paths_of(key) if keyable(value_at(key, p)) != keyable(value_at(base, p))]
+    unread = [p for p in differ if p not in reads] or differ
+    show = lambda k: ", ".join(f"{display(self_name, p)}={value_at(k, p)!r}" for p in differ)  # noqa: E731
     raise DepsCheckError(DEPS_CHECK.format(
         function=function, base=show(base), key=show(key), what=what,
-        fields=" or ".join(f"{self_name}.{n}" for n in unread)))
+        fields=" or ".join(display(self_name, p) for p in unread)))

@@ -1,27 +1,26 @@
 """What one ``deps="read"`` trace records: read paths, variants, and the recorder.
 
-A *path* names a static value of ``self`` as a tuple of steps: ``("mode",)`` is
-``self.mode``, read whole (a nested static value is returned as it is, so reading it
-reads all of it). ``part`` gives the type-strict comparable value at a path of any
-static key, so variants are compared with new keys exactly as static keys are compared
-with each other. The policy (what a read does to the keys sharing a program) is
-``_share``'s.
+A *path* names a static value as a tuple of steps: ``("mode",)`` is ``self.mode``,
+``("layers", 2, "n")`` is ``self.layers[2].n`` of a nested instance held in a dynamic
+field (see ``_core/_deep``). A static value is read whole (a nested *static* value is
+returned as it is, so reading it reads all of it). ``part`` gives the type-strict
+comparable value at a path of any key, so variants are compared with new keys exactly as
+static keys are compared with each other. The policy (what a read does to the keys
+sharing a program) is ``_share``'s.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from .._core._deep import display as display
+from .._core._deep import paths_of, value_at
 from .._core._keys import keyable
 
 
-def part(state: dict[str, Any], path: tuple[str, ...]) -> Any:
-    """The type-strict comparable value at ``path`` of a key's static values."""
-    return keyable(state[path[0]])
-
-
-def display(self_name: str, path: tuple[str, ...]) -> str:
-    return ".".join((self_name, *path))
+def part(key: Any, path: tuple) -> Any:
+    """The type-strict comparable value at ``path`` of a key (``StaticKey`` or ``DeepKey``)."""
+    return keyable(value_at(key, path))
 
 
 class Variant:
@@ -32,7 +31,7 @@ class Variant:
     def __init__(self, entry: tuple, base: Any) -> None:
         self.entry = entry
         self.base = base
-        self.tops: tuple[tuple[str], ...] = tuple((n,) for n in base.names)  # every static, whole
+        self.tops: tuple[tuple, ...] = paths_of(base)  # every static, whole
         self.reads: dict[tuple[str, ...], tuple[Any, str]] = {}  # path -> (base value there, how read)
         self.keys: set = {base}  # keys installed on this variant
         self.slot: tuple | None = None  # where it is in the index
@@ -58,19 +57,25 @@ class Trace:
 
 
 class Recorder:
-    """What a traced ``self``'s dict reports its reads to."""
+    """What a traced instance's dict reports its reads to: ``self``'s (``prefix`` empty), or
+    a nested instance's at ``prefix``, whose statics are ``names``."""
 
-    __slots__ = ("trace",)
+    __slots__ = ("trace", "prefix", "names")
 
-    def __init__(self, trace: Trace) -> None:
-        self.trace = trace
+    def __init__(self, trace: Trace, prefix: tuple = (), names: tuple = ()) -> None:
+        self.trace, self.prefix, self.names = trace, prefix, names
 
     def read(self, name: str, value: Any, how: str) -> Any:
-        """A static field read: recorded whole (a nested value keeps its identity)."""
-        self.trace.record(((name,),), f"read at {how}" if how else "read")
+        """A static field read: recorded whole (a nested static value keeps its identity)."""
+        self.trace.record(((*self.prefix, name),), f"read at {how}" if how else "read")
         return value
 
     def read_all(self, what: str, how: str) -> None:
-        """A whole-instance use: every static of ``self``."""
+        """A whole-instance use: every static of ``self``, or of the nested instance."""
         where = f" at {how}" if how else ""
-        self.trace.record(self.trace.variant.tops, f"self used as a whole ({what}){where}")
+        if not self.prefix:
+            self.trace.record(self.trace.variant.tops, f"self used as a whole ({what}){where}")
+        else:
+            who = display(self.trace.deps.self_name, self.prefix)
+            self.trace.record(tuple((*self.prefix, n) for n in self.names),
+                              f"{who} used as a whole ({what}){where}")

@@ -39,23 +39,26 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import operator
 import sys
 import threading
 from typing import Any, Callable
 
 from . import _check
 from .._core._errors import Retrace as Abort  # raised here, caught by the hit paths
-from ._read import Recorder, Trace, Variant, display, part
+from .._core._deep import exact_of
+from ._read import Trace, Variant, display, part
 from ._trace import stand_in
 from .._explain._diff import Change, Recompile
 from .._core._spec import SPECS
-from .._core._state import flat
+from .._core._state import DEEP_ATTR
 
 logger = logging.getLogger("staticfield")
+flat = operator.attrgetter(DEEP_ATTR)  # (children as JAX sees them, key): see _core/_deep
 
 DEPS = ("all", "read")
 _ESCAPED = "self kept past its trace (a callback, a custom_vjp rule or a stored reference)"
-_SHADOWED = "self.{name} answered by a class attribute of {cls} (counted as read)"
+_SHADOWED = "{name} answered by a class attribute (counted as read)"
 _RETRIES = 8
 
 
@@ -100,10 +103,10 @@ class Deps:
         return entry
 
     def _match(self, key: Any) -> Variant | None:
-        state = key.state
-        for (cls, paths), table in self.index.items():
-            if cls is key.cls:
-                found = table.get(tuple(part(state, p) for p in paths))
+        exact = exact_of(key)
+        for (where, paths), table in self.index.items():
+            if where == exact:
+                found = table.get(tuple(part(key, p) for p in paths))
                 if found is not None:
                     return found
         return None
@@ -159,27 +162,34 @@ class Deps:
                         self._reindex(variant)  # out of the index
             entry = (self.make_jitted(key), (0,))
             variant = Variant(entry, key)
-            variant.reads = {p: (part(key.state, p), "") for p in variant.tops}
+            variant.reads = {p: (part(key, p), "") for p in variant.tops}
             self.variants[key] = entry
             self.by_base[key] = variant
         return entry
 
     # ----- tracing --------------------------------------------------------------------------
     def run(self, fn: Callable[..., Any], base: Any, args: tuple, kwargs: dict) -> Any:
-        """Call ``fn`` with a recording ``self`` (``_trace``); then check that nothing kept it."""
+        """Call ``fn`` with a recording ``self`` (``_trace``); then check that nothing kept it
+        (nor a nested instance of it)."""
         with self.lock:
             variant = self.by_base[base]  # made with its jax.jit, by miss or _isolate
         trace = Trace(self, variant)
-        traced, shadowed = stand_in(args[0], Recorder(trace))
+        traced, shadowed, nested = stand_in(args[0], trace, base)
         try:
-            for name in shadowed:
-                trace.record(((name,),), _SHADOWED.format(name=name, cls=type(traced).__qualname__))
+            for path in shadowed:
+                trace.record((path,), _SHADOWED.format(name=display(self.self_name, path)))
             before = sys.getrefcount(traced)
+            kept = [sys.getrefcount(inner) for _, inner in nested]
             call_args = (traced, *args[1:])
             out = fn(*call_args, **kwargs)
             del call_args
             if sys.getrefcount(traced) > before:
                 trace.record(variant.tops, _ESCAPED)
+            for (path, inner), count in zip(nested, kept):
+                if sys.getrefcount(inner) > count:
+                    who = display(self.self_name, path)
+                    trace.record(tuple((*path, n) for n in SPECS[inner.__class__].static_names),
+                                 _ESCAPED.replace("self", who, 1))
         finally:
             trace.open = False
         with self.lock:
@@ -194,11 +204,10 @@ class Deps:
             new = [p for p in paths if p not in variant.reads]
             if not new:
                 return
-            state = variant.base.state
             for p in new:
-                variant.reads[p] = (part(state, p), how)
+                variant.reads[p] = (part(variant.base, p), how)
             evicted = [k for k in variant.keys if k is not variant.base
-                       and any(part(k.state, p) != variant.reads[p][0] for p in new)]
+                       and any(part(k, p) != variant.reads[p][0] for p in new)]
             for k in evicted:
                 variant.keys.discard(k)
                 if self.variants.get(k) is variant.entry:
@@ -221,7 +230,7 @@ class Deps:
         if not variant.committed or variant.reads_all():
             return  # only its own key can match it
         paths = tuple(sorted(variant.reads))
-        where = (variant.base.cls, paths)
+        where = (exact_of(variant.base), paths)
         values = tuple(variant.reads[p][0] for p in paths)
         table = self.index.setdefault(where, {})
         if values not in table:

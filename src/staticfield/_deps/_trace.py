@@ -41,9 +41,11 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
+from .._core._deep import DeepKey
 from .._core._slots import StandIn, answers
 from .._core._spec import SPECS
 from .._core._traceback import call_site
+from ._read import Recorder
 
 
 def where() -> str:
@@ -131,19 +133,39 @@ Record.__reduce_ex__ = lambda self, protocol: (Record.whole(self, "pickle") or (
 Record.__hash__ = None  # type: ignore[assignment]
 
 
-def stand_in(obj: Any, recorder: Any) -> tuple[Any, list[str]]:
-    """A new instance of ``type(obj)`` whose statics are answered by a recording dict, and
-    the static names that could not be left out of it (read up front by the caller)."""
-    cls = obj.__class__
-    spec = SPECS[cls]
-    od = obj.__dict__
-    statics = {name: od[name] for name in spec.static_names}
-    d = Record(recorder, statics, od)
-    for name in spec.dynamic_names:
-        dict.__setitem__(d, name, od[name])
-    shadowed = [name for name in spec.static_names if not answers(cls, name)]
-    for name in shadowed:  # the class would answer, not the dict: keep the value, as read
-        dict.__setitem__(d, name, statics.pop(name))
-    new = object.__new__(cls)
-    object.__setattr__(new, "__dict__", d)
-    return new, shadowed
+def stand_in(obj: Any, trace: Any, key: Any) -> tuple[Any, list[tuple], list[tuple[tuple, Any]]]:
+    """A new instance of ``type(obj)`` whose statics are answered by a recording dict; so
+    is each nested instance at a path of ``key`` (a ``DeepKey``: see ``_core/_deep``).
+
+    Also returns the static paths that could not be left out of a dict (the class would
+    answer: read up front by the caller) and the nested stand-ins by path."""
+    nested = set(key._at) if isinstance(key, DeepKey) else set()
+    inner = key._inner if isinstance(key, DeepKey) else frozenset()
+    shadowed: list[tuple] = []
+    made: list[tuple[tuple, Any]] = []
+
+    def make(o: Any, prefix: tuple) -> Any:
+        cls = o.__class__
+        spec = SPECS[cls]
+        od = o.__dict__
+        statics = {name: od[name] for name in spec.static_names}
+        d = Record(Recorder(trace, prefix, spec.static_names), statics, od)
+        for name in spec.dynamic_names:
+            dict.__setitem__(d, name, sub(od[name], (*prefix, name)))
+        for name in spec.static_names:
+            if not answers(cls, name):  # the class would answer, not the dict: keep it, as read
+                dict.__setitem__(d, name, statics.pop(name))
+                shadowed.append((*prefix, name))
+        new = object.__new__(cls)
+        object.__setattr__(new, "__dict__", d)
+        return new
+
+    def sub(value: Any, path: tuple) -> Any:
+        if path in nested and value.__class__ in SPECS:
+            made.append((path, make(value, path)))
+            return made[-1][1]
+        if path in inner and value.__class__ is tuple:
+            return tuple(sub(v, (*path, i)) for i, v in enumerate(value))
+        return value
+
+    return make(obj, ()), shadowed, made

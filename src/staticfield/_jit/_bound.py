@@ -19,6 +19,7 @@ import jax
 
 from ._args import qualname
 from ._engine import JitFunction
+from .._core._deep import rebuild
 from .._core._spec import SPECS
 from .._core._state import cache_binding, flat
 from ._tracker import TRACKER_SETTINGS, check_positive
@@ -80,7 +81,7 @@ class JitMethod:
         if variants is None:
             return _make(self._bound_cls, self._jit, None, self._jit.call, obj)
         if self._jit.bound_call is not None:  # deps="read": the key's program may change
-            children, key = flat(obj)
+            children, key = obj._staticfield_deep
             bound = _make(self._bound_cls, self._jit, key, self._jit.bound_call, children, key)
             return cache_binding(obj, self._slot, bound)
         try:
@@ -225,7 +226,7 @@ class BoundMethod(functools.partial):
         """The instance this method is bound to (rebuilt from its children if needed)."""
         if self.key is None:
             return self.args[0]
-        return SPECS[self.key.cls].unflatten(self.key, self.args[0])
+        return rebuild(self.key, self.args[0])
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """``jax.jit(...).lower`` for ``obj.method(*args, **kwargs)``."""

@@ -85,7 +85,7 @@ class RestDeps:
 
     def call(self, *args: Any, **kwargs: Any) -> Any:
         deps, obj, invoke = self.prepare(args, kwargs)
-        children, key = flat(obj)
+        children, key = obj._staticfield_deep
         entry = deps.variants.get(key)
         if entry is not None:  # the hit: no lock, as in the generated deps hit paths
             try:

@@ -18,7 +18,8 @@ from ._args import qualname, signature_parts
 from .._deps._share import Abort
 from .._core._gen import compile_functions
 from .._core._spec import SPECS
-from .._core._state import FLAT_ATTR
+from .._core._deep import rebuild
+from .._core._state import DEEP_ATTR, FLAT_ATTR
 from .._core._traceback import hide
 
 # Names the generated code uses: a parameter called one of these takes the *args path.
@@ -213,7 +214,7 @@ def deps_method_call(fn: Callable, variants: dict, retry: Callable[..., Any]) ->
     lines = _hiding([
         f"def call({signature}):",
         "    try:",
-        f"        children, key = obj.{FLAT_ATTR}",
+        f"        children, key = obj.{DEEP_ATTR}",
         "    except AttributeError:",
         "        children = key = entry = None",
         "    else:",
@@ -237,12 +238,12 @@ def deps_bound_call(fn: Callable, variants: dict, retry: Callable[..., Any]) -> 
     else:
         signature, forward = ", ".join(["children", "key", *params]), ", ".join(params)
     rest = f", {forward}" if forward else ""
-    again = "SPECS[key.cls].unflatten(key, children)"
+    again = "rebuild(key, children)"
     lines = _hiding([
         f"def call({signature}):",
         "    entry = get(key)",
         *_deps_tail(rest, again),
     ])
     namespace = {"variants": variants, "get": variants.get, "retry": retry, "Abort": Abort, "hide": hide,
-                 "SPECS": SPECS}
+                 "rebuild": rebuild}
     return compile_functions(lines, ["call"], namespace, what=f"deps bound method of {qualname(fn)}")["call"]
