@@ -116,4 +116,9 @@ def evaluate(results: Results) -> list[Target]:
                       1.0, True, None if compiles is None else float(compiles),
                       _why((deps.READ, compiles))
                       or f"(deps=\"all\": {sweep.get(deps.ALL)}, flax.struct: {sweep.get(deps.FLAX, 'n/a')})"))
+    layered = results.extra.get(deps.NESTED_COMPILES, {})
+    compiles = layered.get(deps.READ)
+    out.append(Target(f'deps="read": compiles over {layered.get("instances", "N")} models differing '
+                      "in an unread layer static", 1.0, True, None if compiles is None else float(compiles),
+                      _why((deps.READ, compiles)) or f"(deps=\"all\": {layered.get(deps.ALL)})"))
     return out

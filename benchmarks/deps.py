@@ -12,6 +12,10 @@ reference row is a cache-hit call of the same method.
 ``name`` that ``__call__`` never reads, each called once: µs per instance and the
 number of compiles, for ``deps="read"``, ``deps="all"``, flax.struct and plain
 ``jax.jit`` with the name as ``static_argnums``.
+
+8d (``deps_nested``): the same one level down: N models whose two layers (``sf``
+instances in a tuple field) differ only in a static ``name`` the model's ``__call__``
+never reads: compiles and µs per model, ``deps="read"`` against ``deps="all"``.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ READ_REUSE = 'deps="read", first call of a new instance (program reused)'
 READ_HIT = 'deps="read", cache hit'
 FLAX = "jax.jit + flax.struct"
 COMPILES = "deps_sweep_compiles"
+NESTED = "deps_nested"
+NESTED_COMPILES = "deps_nested_compiles"
 
 
 def _body(a: jax.Array, b: jax.Array, x: jax.Array, n: int) -> jax.Array:
@@ -152,6 +158,46 @@ def _sweep(results: Results, cfg: Config) -> None:
     results.extra[COMPILES] = {"instances": number, **compiles}
 
 
+def _nested_class(deps: str, count: list[int]) -> type:
+    @sf.dataclass
+    class Layer:
+        w: jax.Array
+        n: sf.Static[int] = 2
+        name: sf.Static[str] = "layer"  # never read
+
+    @sf.dataclass
+    class Model:
+        layers: tuple
+
+        @sf.jit_method(deps=deps, warn_compiles=None)
+        def __call__(self, x):
+            count[0] += 1
+            for layer in self.layers:
+                x = x * layer.w + layer.n
+            return x
+
+    return lambda i, w: Model((Layer(w, name=f"first_{i}"), Layer(w, name=f"second_{i}")))
+
+
+def _nested(results: Results, cfg: Config) -> None:
+    a, _, x = _inputs()
+    number = 3 if cfg.smoke else 1000
+    measured, compiles, kind = {}, {}, {}
+    for deps, label in (("read", READ), ("all", ALL)):
+        count = [0]
+        make = _nested_class(deps, count)
+        models = [make(i, a) for i in range(number)]  # built outside the timing
+        t0 = time.perf_counter_ns()
+        for m in models:
+            jax.block_until_ready(m(x))
+        measured[label] = (time.perf_counter_ns() - t0) / 1e3 / number
+        compiles[label], kind[label] = count[0], "ours"
+        print(f"  {label}: {count[0]} compile(s) for {number} models, {measured[label]:,.0f} µs per model",
+              flush=True)
+    results.add(NESTED, number, measured, kind, {n: f"{c} compiles" for n, c in compiles.items()})
+    results.extra[NESTED_COMPILES] = {"instances": number, **compiles}
+
+
 def run(cfg: Config, results: Results) -> None:
     print('case 8a: cache hit of a deps="read" method', flush=True)
     _hit(results, cfg)
@@ -159,3 +205,5 @@ def run(cfg: Config, results: Results) -> None:
     _reuse(results, cfg)
     print("case 8c: instances differing only in an unread static (jax#33043)", flush=True)
     _sweep(results, cfg)
+    print("case 8d: models whose layers differ only in an unread static", flush=True)
+    _nested(results, cfg)

@@ -43,6 +43,15 @@ class Inner:
 
 
 DEFAULT_INNER = Inner()
+
+
+@sf.dataclass
+class Lay:
+    """A layer held in the model's dynamic ``layers`` tuple (keyed by path under deps="read")."""
+
+    w: jax.Array
+    a: sf.Static[object] = 0
+    b: sf.Static[object] = 0
 SUBCLASSES: list = []  # every class that reached P's __init_subclass__
 
 
@@ -53,6 +62,7 @@ def _steps(depth):
         st.tuples(st.just("whole"), st.sampled_from(("hash", "replace", "tree", "getattr", "rebuild"))),
         st.tuples(st.just("cached"), st.sampled_from(("inner_property", "inner_jit"))),
         st.tuples(st.just("type"), st.sampled_from(("is_default", "exact", "inner_exact"))),
+        st.tuples(st.just("layer"), st.sampled_from((0, 1)), st.sampled_from(("a", "b", "whole"))),
     )
     if depth == 0:
         return st.lists(leaf, max_size=3)
@@ -81,11 +91,17 @@ def run(steps, self, x):
             elif use == "tree":
                 x = x + jax.tree.map(lambda a: a, self).w[0]
             elif use == "rebuild":
-                x = x + type(self)(self.w * 2, self.s0, self.s1, self.s2, self.inner).w[0]
+                x = x + type(self)(self.w * 2, self.s0, self.s1, self.s2, self.inner, self.layers).w[0]
             else:
                 x = x + len(sf.static_fields(self))
         elif kind == "cached":  # entries cached on the nested instance before the call
             x = x + self.inner.cached if step[1] == "inner_property" else self.inner.scale(x)
+        elif kind == "layer":
+            layer = self.layers[step[1]]
+            if step[2] == "whole":
+                x = x + float(hash(layer) == hash(layer)) + layer.w[0]
+            else:
+                x = x * layer.w[0] + num(getattr(layer, step[2]))
         elif kind == "type":
             if step[1] == "is_default":
                 x = x + float(self.inner is DEFAULT_INNER)
@@ -112,6 +128,7 @@ def fresh(steps, deps, sub=False):
         s1: sf.Static[object] = 0
         s2: sf.Static[object] = 0
         inner: sf.Static[Inner] = DEFAULT_INNER
+        layers: tuple = (Lay(jnp.ones(1)), Lay(jnp.ones(1)))
 
         def __init_subclass__(cls, **kwargs):
             super().__init_subclass__(**kwargs)
@@ -144,9 +161,14 @@ def inner_of(values):
 
 calls = st.lists(
     st.tuples(st.tuples(*[st.sampled_from(VALUES)] * 3), st.tuples(*[st.sampled_from(VALUES)] * 2),
-              st.sampled_from((2, 3))),
+              st.sampled_from((2, 3)), st.tuples(*[st.sampled_from(VALUES[:3])] * 4)),
     min_size=1, max_size=8,
 )
+
+
+def layers_of(values):
+    a0, b0, a1, b1 = values
+    return (Lay(jnp.ones(1), a0, b0), Lay(jnp.full(1, 2.0), a1, b1))
 
 
 @SETTINGS
@@ -156,10 +178,10 @@ def test_read_deps_match_all_deps(steps, calls, sub):
     no class but the user's own subclass ever reaches __init_subclass__."""
     del SUBCLASSES[:]
     Read, All = fresh(steps, "read", sub), fresh(steps, "all", sub)
-    for statics, inner, size in calls:
+    for statics, inner, size, layers in calls:
         x = jnp.arange(size, dtype=jnp.float32)
-        got = Read(jnp.ones(2), *statics, inner_of(inner)).f(x)
-        want = All(jnp.ones(2), *statics, inner_of(inner)).f(x)
+        got = Read(jnp.ones(2), *statics, inner_of(inner), layers_of(layers)).f(x)
+        want = All(jnp.ones(2), *statics, inner_of(inner), layers_of(layers)).f(x)
         assert np.asarray(got).tobytes() == np.asarray(want).tobytes()
         assert Read.f.compile_count <= All.f.compile_count
     assert SUBCLASSES == (["Sub", "Sub"] if sub else [])
