@@ -83,9 +83,9 @@ def _install_trace_hook() -> None:
     def _trace_for_jit(*args: Any, **kwargs: Any) -> Any:
         if _ACTIVE and clean():
             given = {**dict(zip(names, args)), **kwargs}  # _compat checked these names
+            call = [given.get(name) for name in ("fun", "ji", "dbg", "args", "kwargs")]
             for w in list(_ACTIVE):
-                _guarded(w, "its trace hook", w._traced, given["fun"], given["ji"], given["dbg"],
-                         given["args"], given["kwargs"])
+                _guarded(w, "its trace hook", w._traced, *call)
         try:
             return original(*args, **kwargs)
         except BaseException:
