@@ -22,6 +22,7 @@ from typing import Any, Callable
 import jax
 
 from .._core import _compat
+from .._core._errors import Retrace
 
 _ACTIVE: list[Any] = []  # the running watchers
 _ORIGINAL: dict[str, Any] = {}
@@ -88,9 +89,10 @@ def _install_trace_hook() -> None:
                 _guarded(w, "its trace hook", w._traced, *call)
         try:
             return original(*args, **kwargs)
-        except BaseException:
+        except BaseException as exc:
+            retrace = isinstance(exc, Retrace)  # staticfield traces again: not a failure
             for w in list(_ACTIVE):
-                _guarded(w, "its trace hook", w._trace_raised)
+                _guarded(w, "its trace hook", w._trace_raised, retrace)
             raise
 
     _ORIGINAL["trace"] = (pjit, original)
