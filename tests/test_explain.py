@@ -11,6 +11,8 @@ from jax.sharding import PartitionSpec as P
 
 import staticfield as sf
 
+JAX_VERSION = tuple(int(p) for p in jax.__version__.split(".")[:2])
+
 
 def changes(f):
     return [(c.path, c.kind, c.old, c.new) for c in f.recompiles[-1].changes]
@@ -329,7 +331,29 @@ def test_recompile_error_fix_fits_a_shape_change():
 
 
 def test_retrace_with_identical_arguments_names_the_usual_causes():
-    """A trace with no differing argument (a custom_vjp backward pass) lists the usual causes."""
+    """A trace with no differing argument (after jax.clear_caches()) lists the usual causes."""
+    traces = 0
+
+    @sf.jit
+    def f(params):
+        nonlocal traces
+        traces += 1
+        return params.x_array * params.a
+
+    f(Params(jnp.ones(2)))
+    jax.clear_caches()
+    f(Params(jnp.ones(2)))
+    assert traces == 2 and f.compile_count == 2
+    (event,) = f.recompiles
+    assert event.changes == []
+    assert "no argument differs from an earlier compile" in str(event)
+    assert "jax_enable_x64" in str(event) and "jax.clear_caches()" in str(event)
+
+
+def _grad_through_custom_vjp_twice():
+    """jax.grad, twice, of a custom_vjp whose forward and backward rules call a jit_method;
+    the method's class and an independent count of its traces."""
+    traces = []
 
     @sf.dataclass
     class M:
@@ -337,6 +361,7 @@ def test_retrace_with_identical_arguments_names_the_usual_causes():
 
         @sf.jit_method
         def f(self, x):
+            traces.append(1)
             return self.w * x
 
     @jax.custom_vjp
@@ -352,8 +377,40 @@ def test_retrace_with_identical_arguments_names_the_usual_causes():
 
     g.defvjp(fwd, bwd)
     m = M(jnp.ones(2))
-    jax.grad(lambda x: g(m, x).sum())(jnp.ones(2))
-    jax.grad(lambda x: g(m, x).sum())(jnp.ones(2))
+    for _ in range(2):
+        grad = jax.grad(lambda x: g(m, x).sum())(jnp.ones(2))
+    np.testing.assert_array_equal(grad, [1.0, 1.0])
+    return M, len(traces)
+
+
+@pytest.mark.skipif(JAX_VERSION >= (0, 12), reason="from jax 0.12, JAX does not trace a jitted "
+                    "call in a custom_vjp backward pass again: there is no retrace to explain")
+def test_custom_vjp_backward_pass_retrace_is_named():
+    """Up to jax 0.11 JAX traces the backward pass's call again, with the same arguments: the
+    recompile says no argument differs and names the custom_vjp backward pass."""
+    M, traces = _grad_through_custom_vjp_twice()
+    assert traces == 2 and M.f.compile_count == 2
     (event,) = M.f.recompiles
     assert event.changes == []
-    assert "custom_vjp" in str(event) and "no argument differs" in str(event)
+    assert "no argument differs" in str(event) and "backward pass of a custom_vjp" in str(event)
+
+
+@pytest.mark.skipif(JAX_VERSION < (0, 12), reason="up to jax 0.11, JAX traces a jitted call in "
+                    "a custom_vjp backward pass once more (see the test above)")
+def test_custom_vjp_backward_pass_is_not_traced_again():
+    """From jax 0.12 the backward pass reuses the forward trace: one compile, nothing to explain."""
+    M, traces = _grad_through_custom_vjp_twice()
+    assert traces == 1 and M.f.compile_count == 1 and M.f.recompiles == []
+
+
+def test_concrete_leaves_are_described_like_their_traced_form():
+    """A NumPy array or Python scalar leaf is described by its abstract value, as a tracer of it is."""
+    from staticfield._explain._describe import describe
+
+    concrete = describe(["x", "y"], (np.ones((2, 3), np.float32), 1.5), {}, frozenset(), frozenset())
+    traced = {}
+    jax.jit(lambda x, y: traced.update(describe(["x", "y"], (x, y), {}, frozenset(), frozenset())))(
+        np.ones((2, 3), np.float32), 1.5
+    )
+    assert concrete == traced
+    assert concrete["x"][:3] == ("leaf", (2, 3), np.float32)

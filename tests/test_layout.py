@@ -81,6 +81,11 @@ print(type(Model).__name__, Model.apply.compile_count, scaled_k.compile_count)
 """
 
 
+@pytest.mark.skipif(
+    sys.version_info[:2] != (3, 11),
+    reason="the file holds functions cloudpickled by value, as Python 3.11 bytecode, which "
+    "only Python 3.11 can load (CI loads it at the floor end, on 3.11)",
+)
 def test_pickles_made_by_0_1_load_and_run():
     """Instances, FrozenDict, classes with jit methods (sent by value) and sf.jit functions
     pickled by staticfield 0.1's flat modules load and run (tests/data/make_pickles_0_1.py)."""

@@ -62,9 +62,40 @@ def test_working_venv_is_kept(workdir: Path):
 
 
 def test_unusable_python_is_named_with_the_fix(workdir: Path):
-    """A PYTHON that is missing or older than 3.10 fails, naming it and how to choose another."""
+    """A PYTHON that is missing or older than 3.11 fails, naming it and how to choose another."""
     result = make(workdir, "test", "PYTHON=no-such-python3")
     assert result.returncode != 0
-    assert "'no-such-python3' is not a Python 3.10+" in result.stdout
+    assert "'no-such-python3' is not a Python 3.11+" in result.stdout
     assert "PYTHON=python3.12 make test" in result.stdout
     assert not (workdir / ".venv").exists()
+
+
+def test_newest_end_with_an_unusable_python_is_named_with_the_fix(workdir: Path):
+    """`make test-newest` with a NEWEST_PYTHON that is missing (or older than the newest JAX
+    needs) fails, naming it and how to choose another, and makes no venv."""
+    result = make(workdir, "test-newest", "NEWEST_PYTHON=no-such-python3.13")
+    assert result.returncode != 0
+    assert "'no-such-python3.13' is not a Python 3.12+ (the newest JAX needs one)" in result.stdout
+    assert "NEWEST_PYTHON=/path/to/python3.13 make test-newest" in result.stdout
+    assert not (workdir / ".venv-newest").exists()
+
+
+def find_python(version: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([ROOT / ".ci" / "find-python", version], capture_output=True, text=True, timeout=60)
+
+
+def test_find_python_finds_the_version_asked_for():
+    """.ci/find-python (how CI finds each end's Python) prints an interpreter of that version."""
+    version = "%d.%d" % sys.version_info[:2]
+    found = find_python(version)
+    assert found.returncode == 0, found.stderr
+    ran = subprocess.run([found.stdout.strip(), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                         capture_output=True, text=True, timeout=60)
+    assert ran.stdout.strip() == version
+
+
+def test_find_python_says_when_there_is_none():
+    """A version that is nowhere is an error naming it and how to name one by hand."""
+    found = find_python("2.5")
+    assert found.returncode == 1 and found.stdout == ""
+    assert "no working Python 2.5" in found.stderr and "PYTHON=/path/to/python2.5" in found.stderr

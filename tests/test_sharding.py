@@ -22,14 +22,22 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.sharding import AbstractMesh, NamedSharding
+from jax.sharding import AbstractMesh, AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import staticfield as sf
 
 HERE = pathlib.Path(__file__).resolve().parent
 DOCS = HERE.parent / "docs"
-MESH = AbstractMesh((4, 2), ("data", "model"))
+AUTO = AbstractMesh((4, 2), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
+EXPLICIT = AbstractMesh((4, 2), ("data", "model"), axis_types=(AxisType.Explicit,) * 2)
+
+
+@pytest.fixture(params=[AUTO, EXPLICIT], ids=["auto_axes", "explicit_axes"])
+def mesh(request):
+    """Both kinds of mesh: automatic axes (older JAX's default) and explicit axes (the
+    default of jax.make_mesh, and of AbstractMesh since jax 0.12)."""
+    return request.param
 
 
 @sf.dataclass
@@ -63,61 +71,61 @@ def specs(tree):
 # --- layout rules --------------------------------------------------------------------
 
 
-def test_shardings_is_an_instance_of_the_class_with_one_named_sharding_per_leaf():
+def test_shardings_is_an_instance_of_the_class_with_one_named_sharding_per_leaf(mesh):
     """The result has obj's pytree structure (same class, same statics) and a NamedSharding per leaf."""
     m = model()
-    sh = sf.shardings(m, MESH)
+    sh = sf.shardings(m, mesh)
     assert type(sh) is Model and sh.name == "m"
     assert jax.tree.structure(sh) == jax.tree.structure(m)
     leaves = jax.tree.leaves(sh)
     assert len(leaves) == len(jax.tree.leaves(m))
-    assert all(isinstance(s, NamedSharding) and s.mesh == MESH for s in leaves)
+    assert all(isinstance(s, NamedSharding) and s.mesh == mesh for s in leaves)
 
 
-def test_unannotated_leaves_are_replicated():
+def test_unannotated_leaves_are_replicated(mesh):
     """A leaf with no annotation above it gets PartitionSpec()."""
-    sh = sf.shardings(model(), MESH)
+    sh = sf.shardings(model(), mesh)
     assert sh.scale.spec == P()
     assert sh.head.b.spec == P()
 
 
-def test_field_annotation_applies_to_every_leaf_under_it():
+def test_field_annotation_applies_to_every_leaf_under_it(mesh):
     """A dict field's annotation shards each of the dict's leaves; None stays None."""
-    sh = sf.shardings(model(), MESH)
+    sh = sf.shardings(model(), mesh)
     assert sh.emb["tokens"].spec == P("model", None)
     assert sh.emb["positions"].spec == P("model", None)
     assert sh.emb["none"] is None
 
 
-def test_nested_instance_uses_its_own_annotations():
+def test_nested_instance_uses_its_own_annotations(mesh):
     """A nested instance's annotated field keeps its own spec."""
-    sh = sf.shardings(model(), MESH)
+    sh = sf.shardings(model(), mesh)
     assert sh.head.w.spec == P(None, "model")
 
 
-def test_nearest_annotation_wins_inside_an_annotated_field():
+def test_nearest_annotation_wins_inside_an_annotated_field(mesh):
     """Under an annotated field, a nested instance's own annotation wins; its unannotated leaves take the field's."""
-    sh = sf.shardings(model(), MESH)
+    sh = sf.shardings(model(), mesh)
     assert sh.layers[0].spec == P("data")
     assert sh.layers[1].w.spec == P(None, "model")  # Dense.w's own annotation
     assert sh.layers[1].b.spec == P("data")  # Dense.b has none: Model.layers' applies
 
 
-def test_any_pytree_holding_instances():
+def test_any_pytree_holding_instances(mesh):
     """A tuple or dict holding instances and plain arrays works; plain arrays are replicated."""
-    sh = sf.shardings((model(), {"step": jnp.int32(0)}), MESH)
+    sh = sf.shardings((model(), {"step": jnp.int32(0)}), mesh)
     assert sh[0].head.w.spec == P(None, "model")
     assert sh[1]["step"].spec == P()
 
 
-def test_shape_dtype_struct_leaves_from_eval_shape():
+def test_shape_dtype_struct_leaves_from_eval_shape(mesh):
     """jax.eval_shape output (ShapeDtypeStruct leaves) gets shardings, e.g. for jit out_shardings."""
     abstract = jax.eval_shape(model)
-    sh = sf.shardings(abstract, MESH)
-    assert specs(sh) == specs(sf.shardings(model(), MESH))
+    sh = sf.shardings(abstract, mesh)
+    assert specs(sh) == specs(sf.shardings(model(), mesh))
 
 
-def test_python_scalar_leaves_are_replicated():
+def test_python_scalar_leaves_are_replicated(mesh):
     """Python scalars are rank-0 leaves: replicated."""
 
     @sf.dataclass
@@ -125,22 +133,54 @@ def test_python_scalar_leaves_are_replicated():
         lr: float
         steps: int
 
-    sh = sf.shardings(Hyper(lr=0.1, steps=3), MESH)
+    sh = sf.shardings(Hyper(lr=0.1, steps=3), mesh)
     assert sh.lr.spec == P() and sh.steps.spec == P()
 
 
-def test_multi_axis_entry_and_unconstrained():
-    """A tuple of axis names splits one dimension over both; UNCONSTRAINED is passed through."""
+def test_multi_axis_entry(mesh):
+    """A tuple of axis names splits one dimension over both."""
+
+    @sf.dataclass
+    class Wide:
+        x: jax.Array = sf.field(sharding=P(("data", "model"), None))
+
+    sh = sf.shardings(Wide(x=jnp.zeros((16, 3))), mesh)
+    assert sh.x.spec == P(("data", "model"), None) and sh.x.mesh == mesh
+
+
+def test_unconstrained_is_passed_through_on_automatic_axes():
+    """With automatic axes, P.UNCONSTRAINED is passed through for JAX to choose."""
 
     @sf.dataclass
     class Wide:
         x: jax.Array = sf.field(sharding=P(("data", "model"), P.UNCONSTRAINED))
 
-    sh = sf.shardings(Wide(x=jnp.zeros((16, 3))), MESH)
+    sh = sf.shardings(Wide(x=jnp.zeros((16, 3))), AUTO)
     assert sh.x.spec == P(("data", "model"), P.UNCONSTRAINED)
 
 
-def test_dataclasses_field_metadata_annotation_is_honoured():
+def test_unconstrained_on_explicit_axes_names_the_field_and_the_fix():
+    """P.UNCONSTRAINED on a mesh with no automatic axis is a ValueError naming the field,
+    the dimension and both ways out (None, or automatic axes)."""
+
+    @sf.dataclass
+    class Wide:
+        x: jax.Array = sf.field(sharding=P(("data", "model"), P.UNCONSTRAINED))
+
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            "Wide.x: P(('data', 'model'), UNCONSTRAINED) leaves dimension 1 to JAX "
+            "(P.UNCONSTRAINED), which needs a mesh axis of type AxisType.Auto, but the mesh's "
+            "axes are (Explicit, Explicit) (jax.make_mesh makes Explicit axes unless told). "
+            "Write None to replicate that dimension, or build the mesh with "
+            "axis_types=(AxisType.Auto, AxisType.Auto)."
+        ).replace("Wide", r"\S*Wide", 1),
+    ):
+        sf.shardings(Wide(x=jnp.zeros((16, 3))), EXPLICIT)
+
+
+def test_dataclasses_field_metadata_annotation_is_honoured(mesh):
     """An annotation given through dataclasses.field metadata is read like sf.field(sharding=...)."""
     import dataclasses
 
@@ -148,12 +188,14 @@ def test_dataclasses_field_metadata_annotation_is_honoured():
     class Raw:
         x: jax.Array = dataclasses.field(metadata={"staticfield.sharding": P("data")})
 
-    assert sf.shardings(Raw(x=jnp.zeros(8)), MESH).x.spec == P("data")
+    assert sf.shardings(Raw(x=jnp.zeros(8)), mesh).x.spec == P("data")
 
 
-def test_shard_on_a_one_device_mesh_and_jit_in_shardings():
-    """sf.shard device_puts as annotated; the shardings work as jax.jit in/out_shardings."""
-    mesh = jax.make_mesh((1, 1), ("data", "model"))
+@pytest.mark.parametrize("kind", [AxisType.Auto, AxisType.Explicit])
+def test_shard_on_a_one_device_mesh_and_jit_in_shardings(kind):
+    """sf.shard device_puts as annotated; the shardings work as jax.jit in/out_shardings,
+    on automatic and explicit axes."""
+    mesh = jax.make_mesh((1, 1), ("data", "model"), axis_types=(kind, kind))
     m = model()
     placed = sf.shard(m, mesh)
     assert type(placed) is Model and placed == m
@@ -176,7 +218,7 @@ def test_shard_on_a_one_device_mesh_and_jit_in_shardings():
 # --- errors --------------------------------------------------------------------------
 
 
-def test_rank_too_high_names_field_spec_shape_and_mesh():
+def test_rank_too_high_names_field_spec_shape_and_mesh(mesh):
     """A spec longer than the leaf's rank is a ValueError naming the field path, spec, shape, mesh axes."""
     m = sf.replace(model(), emb={"tokens": jnp.zeros(10)})
     with pytest.raises(
@@ -186,11 +228,11 @@ def test_rank_too_high_names_field_spec_shape_and_mesh():
             "(rank 1), on a mesh with axes {data=4, model=2}."
         ),
     ) as info:
-        sf.shardings(m, MESH)
+        sf.shardings(m, mesh)
     assert "drop the extra entries, e.g. P('model',)" in str(info.value)
 
 
-def test_unknown_axis_names_field_axis_and_mesh_axes():
+def test_unknown_axis_names_field_axis_and_mesh_axes(mesh):
     """An axis the mesh lacks is a ValueError naming the field, the axis, the shape and the mesh axes."""
 
     @sf.dataclass
@@ -204,10 +246,10 @@ def test_unknown_axis_names_field_axis_and_mesh_axes():
             "(leaf shape (8,), mesh axes {data=4, model=2})"
         ).replace("TP", r"\S*TP"),
     ):
-        sf.shardings(TP(w=jnp.zeros(8)), MESH)
+        sf.shardings(TP(w=jnp.zeros(8)), mesh)
 
 
-def test_not_divisible_names_field_dimension_and_axis_size():
+def test_not_divisible_names_field_dimension_and_axis_size(mesh):
     """A dimension the mesh axes do not divide is a ValueError naming the field, shape and axis sizes."""
     m = sf.replace(model(), layers=(jnp.zeros((6, 3)), model().layers[1]))
     with pytest.raises(
@@ -217,10 +259,10 @@ def test_not_divisible_names_field_dimension_and_axis_size():
             "(4 parts, mesh axes {data=4, model=2}), but 6 is not divisible by 4."
         ),
     ):
-        sf.shardings(m, MESH)
+        sf.shardings(m, mesh)
 
 
-def test_not_divisible_over_two_axes():
+def test_not_divisible_over_two_axes(mesh):
     """A dimension split over two axes must divide by their product; the error shows both sizes."""
 
     @sf.dataclass
@@ -228,14 +270,14 @@ def test_not_divisible_over_two_axes():
         x: jax.Array = sf.field(sharding=P(("data", "model")))
 
     with pytest.raises(ValueError, match=r"Wide\.x: .* over 'data' \(size 4\) x 'model' \(size 2\) \(8 parts"):
-        sf.shardings(Wide(x=jnp.zeros(12)), MESH)
+        sf.shardings(Wide(x=jnp.zeros(12)), mesh)
 
 
-def test_nested_error_names_the_full_path():
+def test_nested_error_names_the_full_path(mesh):
     """An error in a nested instance inside an annotated tuple names the whole path."""
     m = sf.replace(model(), layers=(jnp.zeros((8, 3)), Dense(w=jnp.zeros((4, 5)), b=jnp.zeros(4))))
     with pytest.raises(ValueError, match=re.escape("Model.layers[1].w: P(None, 'model') splits dimension 1 of shape (4, 5)")):
-        sf.shardings(m, MESH)
+        sf.shardings(m, mesh)
 
 
 def test_shard_raises_the_same_error_before_placing():
@@ -245,7 +287,7 @@ def test_shard_raises_the_same_error_before_placing():
         sf.shard(model(), mesh)
 
 
-def test_annotation_that_is_not_a_partition_spec():
+def test_annotation_that_is_not_a_partition_spec(mesh):
     """A sharding annotation that is not a PartitionSpec is a TypeError naming the field."""
 
     @sf.dataclass
@@ -253,7 +295,7 @@ def test_annotation_that_is_not_a_partition_spec():
         x: jax.Array = sf.field(sharding=("data",))
 
     with pytest.raises(TypeError, match=r"\S*Odd\.x: the sharding annotation \('data',\) is not a jax\.sharding\.PartitionSpec"):
-        sf.shardings(Odd(x=jnp.zeros(8)), MESH)
+        sf.shardings(Odd(x=jnp.zeros(8)), mesh)
 
 
 def test_mesh_argument_must_be_a_mesh():
@@ -411,8 +453,10 @@ def test_multihost_example_runs_as_two_processes(eight, tmp_path):
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    for i, (rc, out, err) in enumerate(outputs):
-        assert rc == 0, f"process {i} failed:\n{out}\n{err[-3000:]}"
+    # One process failing usually makes the other fail too: show both, the first cause is in one.
+    assert all(rc == 0 for rc, _, _ in outputs), "\n".join(
+        f"process {i} exited with {rc}:\n{out[-1000:]}\n{err[-3000:]}" for i, (rc, out, err) in enumerate(outputs)
+    )
     want = float(reference.split()[-1])
     for i, (_, out, _) in enumerate(outputs):
         m = re.search(rf"^process {i}: loss (\S+)$", out, re.M)

@@ -6,7 +6,8 @@ unflatten (``_codegen``, through the one code-generation helper ``_gen``); const
 checks and freezing of static values (``_checks``, ``_freeze``, ``FrozenDict``); the
 type-strict static keys (``_keys``); per-instance state (``_state``, its one owner);
 instance semantics and display (``_instance``, ``_display``); the exception classes
-(``_errors``); and the hiding of staticfield's frames from tracebacks (``_traceback``).
+(``_errors``); the hiding of staticfield's frames from tracebacks (``_traceback``); and
+the one place for JAX's private names, each checked at import (``_compat``).
 
 Imports: JAX, NumPy and the standard library only; nothing else of staticfield. Every
 other subpackage stands on this one.

@@ -9,16 +9,13 @@ from typing import Any
 import jax
 import numpy as np
 
-from . import _errors
+from . import _compat, _errors
 from ._freeze import ATOMIC, freeze, holds_arrays
 
-try:  # the concrete jax.Array type; looked up without creating an array, which would
-    # start the XLA backend at import (jax.distributed.initialize must come first).
-    from jax._src.array import ArrayImpl as _ArrayImpl
-
-    _ARRAY_TYPES: tuple[type, ...] = (_ArrayImpl,)
-except ImportError:  # pragma: no cover - a JAX without that module: isinstance still works
-    _ARRAY_TYPES = ()
+# The concrete jax.Array type; looked up without creating an array, which would start
+# the XLA backend at import (jax.distributed.initialize must come first). A JAX without
+# it: isinstance below does the same check, a little slower.
+_ARRAY_TYPES: tuple[type, ...] = tuple(t for t in (_compat.get("array_impl"),) if t is not None)
 
 # Leaf types accepted in dynamic fields without a closer look (a NumPy array gets one:
 # its dtype may be str, object or datetime).

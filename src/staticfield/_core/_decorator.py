@@ -12,7 +12,7 @@ from typing import Any, Callable, TypeVar, overload
 import jax
 from typing_extensions import dataclass_transform
 
-from . import _deep, _display, _errors, _instance, _state
+from . import _compat, _deep, _display, _errors, _instance, _state
 from ._codegen import generate
 from ._field import CONVERTER, SHARDING, STATIC, annotation_is_static, field, is_static, static
 from ._freeze import freeze
@@ -96,7 +96,7 @@ def _prepare_defaults(cls: type, static_names: frozenset[str]) -> None:
                 f.default = frozen
             else:
                 setattr(cls, name, frozen)
-        elif isinstance(default, jax.Array) and not isinstance(default, jax.core.Tracer):
+        elif isinstance(default, jax.Array) and not isinstance(default, _compat.Tracer):
             if f is None:
                 setattr(cls, name, dataclasses.field(default_factory=_Constant(default)))
             else:

@@ -23,6 +23,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from . import _compat
 from ._slots import used_whole
 from ._spec import SPEC_ATTR, Spec, is_instance, spec_of
 
@@ -50,7 +51,7 @@ def summary(leaf: Any, value: bool = False) -> str:
             text = f"{short_dtype(leaf.dtype)}[{','.join(map(str, leaf.shape))}]"
         except TypeError:
             return repr(leaf)
-        if value and leaf.shape == () and not isinstance(leaf, (jax.core.Tracer, jax.ShapeDtypeStruct)):
+        if value and leaf.shape == () and not isinstance(leaf, (_compat.Tracer, jax.ShapeDtypeStruct)):
             try:
                 text += f"({np.asarray(leaf).item()!r})"
             except Exception:  # a deleted buffer, an extended dtype: the summary alone

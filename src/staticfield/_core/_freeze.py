@@ -19,7 +19,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from . import _errors
+from . import _compat, _errors
 from ._frozendict import FrozenDict
 
 _NoneType = type(None)
@@ -51,7 +51,7 @@ def _freeze(value: Any, where: str, field: str) -> Any:
     t = value.__class__
     if t in ATOMIC:
         return value
-    if isinstance(value, (jax.Array, jax.core.Tracer)):
+    if isinstance(value, (jax.Array, _compat.Tracer)):
         _refuse_array(value, where, field)
     if isinstance(value, np.ndarray):
         if value.dtype == object:
@@ -88,7 +88,7 @@ def _freeze(value: Any, where: str, field: str) -> Any:
 
 
 def _refuse_array(value: Any, where: str, field: str) -> None:
-    what = "tracer" if isinstance(value, jax.core.Tracer) else "jax.Array"
+    what = "tracer" if isinstance(value, _compat.Tracer) else "jax.Array"
     raise TypeError(_errors.JAX_ARRAY_IN_STATIC.format(where=where, what=what, field=field))
 
 
@@ -100,7 +100,7 @@ def _check_no_arrays(value: Any, where: str, field: str) -> None:
     """Refuse a jax array or tracer anywhere inside ``value`` (a pytree)."""
     paths = jax.tree_util.tree_flatten_with_path(value)[0]
     for path, leaf in paths:
-        if isinstance(leaf, (jax.Array, jax.core.Tracer)):
+        if isinstance(leaf, (jax.Array, _compat.Tracer)):
             _refuse_array(leaf, f"{where}{jax.tree_util.keystr(path)}", field)
         if isinstance(leaf, functools.partial):
             _check_opaque(leaf, f"{where}{jax.tree_util.keystr(path)}", field)

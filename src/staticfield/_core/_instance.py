@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import jax
 import numpy as np
 
-from . import _errors, _state
+from . import _compat, _errors, _state
 from ._slots import used_whole
 from ._spec import ensure_registered, spec_of
 from ._state import BUILDING
@@ -64,7 +64,7 @@ def _leaf_equal(cls: type, name: str, a: Any, b: Any) -> bool:
     if _leaf_sig(a) != _leaf_sig(b):
         return False
     for leaf in (a, b):
-        if isinstance(leaf, jax.core.Tracer):
+        if isinstance(leaf, _compat.Tracer):
             raise TypeError(
                 _errors.TRACED_EQ.format(cls=cls.__qualname__, field=name, type=type(leaf).__name__)
             )

@@ -17,27 +17,38 @@ from __future__ import annotations
 import os
 import sys
 import types
+import warnings
 
-from jax._src import source_info_util, traceback_util
+from . import _compat
+from ._errors import StaticFieldWarning
 
 # The whole package (this file is in its _core/ subpackage).
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-traceback_util.register_exclusion(PACKAGE_DIR)
-source_info_util.register_exclusion(PACKAGE_DIR)
+_register = _compat.get("tb_register_exclusion"), _compat.get("source_register_exclusion")
+_filtering_mode = _compat.get("tb_filtering_mode")
+_filter = _compat.get("tb_filter")
+_hide_frames = _compat.get("tb_hide_frames")
+if _compat.unavailable("tracebacks"):  # said once, at import; errors themselves are unchanged
+    warnings.warn(_compat.unavailable("tracebacks"), StaticFieldWarning, stacklevel=2)
+for _fn in _register:
+    if _fn is not None:
+        _fn(PACKAGE_DIR)
 
 
 def hide(exc: BaseException) -> None:
     """Drop staticfield's (and JAX's) frames from ``exc``'s traceback, in place."""
+    if _filtering_mode is None or _filter is None or _hide_frames is None:
+        return
     try:
-        mode = traceback_util._filtering_mode()
+        mode = _filtering_mode()
         tb = exc.__traceback__
         if mode == "off" or tb is None:
             return
         if mode == "tracebackhide":  # IPython hides frames marked __tracebackhide__
-            traceback_util._add_tracebackhide_to_hidden_frames(tb)
+            _hide_frames(tb)
             return
-        exc.with_traceback(traceback_util.filter_traceback(tb))
+        exc.with_traceback(_filter(tb))
     except Exception:  # noqa: BLE001 - a failure here must never replace the user's error
         return
 

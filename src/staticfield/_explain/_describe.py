@@ -25,7 +25,7 @@ def _is_instance(x: Any) -> bool:
 def _leaf_entry(leaf: Any) -> tuple:
     aval = getattr(leaf, "aval", None)
     if aval is None:  # a concrete value (not traced): describe it the same way
-        aval = jax.core.get_aval(leaf)
+        aval = jax.typeof(leaf)
     sharding = None
     try:
         s = aval.sharding

@@ -17,6 +17,7 @@ from typing import Any
 
 import jax
 
+from .._core import _compat
 from ._args import qualname
 from ._engine import JitFunction
 from .._core._deep import rebuild
@@ -148,7 +149,7 @@ class ClassView:
             id(jitted): jitted for vkey, (jitted, _) in list(self._method._jit.variants.items())
             if _key_class(vkey) is self._cls
         }
-        return sum(jitted._cache_size() for jitted in programs.values())
+        return sum(_compat.cache_size(jitted) for jitted in programs.values())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:

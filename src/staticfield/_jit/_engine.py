@@ -16,6 +16,7 @@ import sys
 import threading
 from typing import Any, Callable
 
+from .._core import _compat
 from .._explain import _describe
 from ._args import check_jit_kwargs, qualname, resolve_donation, resolve_static
 from .._deps._share import Deps, check_deps
@@ -183,7 +184,7 @@ class JitFunction:
 
     def cache_size(self) -> int:
         """JAX's count of compiled executables over all static variants."""
-        return sum(jitted._cache_size() for jitted in self.programs())
+        return sum(_compat.cache_size(jitted) for jitted in self.programs())
 
     # ----- misses: make a per-variant jax.jit -----------------------------------------
     def method_miss(self, obj: Any) -> tuple[Any, tuple]:

@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 import jax
 import numpy as np
 
+from .._core import _compat
+
 T = TypeVar("T")
 
 _PY_SCALARS = (bool, int, float, complex)
@@ -208,6 +210,6 @@ def _restore_leaf(where: str, tmpl: Any, value: Any) -> Any:
     if isinstance(tmpl, np.generic):
         return want_dtype.type(value)
     sharding = getattr(tmpl, "sharding", None)
-    if isinstance(tmpl, jax.core.Tracer) or sharding is None:
+    if isinstance(tmpl, _compat.Tracer) or sharding is None:
         return jax.numpy.asarray(value)
     return jax.device_put(value, sharding)

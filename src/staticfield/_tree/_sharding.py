@@ -7,6 +7,10 @@ The result has the same pytree structure as the input (it is rebuilt with
 ``tree_unflatten``), so it can be passed straight to ``jax.device_put`` or to
 ``jax.jit(in_shardings=..., out_shardings=...)``. Everything else is JAX's own
 SPMD machinery.
+
+Meshes of both kinds work: automatic axes (``AxisType.Auto``) and explicit axes
+(``AxisType.Explicit``, the default of ``jax.make_mesh``), where ``P.UNCONSTRAINED``
+is refused with the field's name, as JAX refuses it there.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any, TypeVar
 
 import jax
 import numpy as np
-from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec
+from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec
 
 from .._core._field import sharding_of
 from .._core._spec import is_instance, spec_of
@@ -43,6 +47,12 @@ NOT_DIVISIBLE = (
     "parts, mesh axes {axes}), but {size} is not divisible by {parts}. Make that "
     "dimension a multiple of {parts} (pad it), shard it over other axes, or leave "
     "it unsharded (None)."
+)
+UNCONSTRAINED_NEEDS_AUTO = (
+    "{path}: {spec} leaves dimension {dim} to JAX (P.UNCONSTRAINED), which needs a mesh "
+    "axis of type AxisType.Auto, but the mesh's axes are ({types}) (jax.make_mesh makes "
+    "Explicit axes unless told). Write None to replicate that dimension, or build the mesh "
+    "with axis_types=({auto})."
 )
 
 
@@ -118,7 +128,10 @@ def check_spec(spec: Any, shape: tuple[int, ...], path: str, mesh: Any) -> None:
             )
         )
     for dim, entry in enumerate(spec):
-        if entry is None or entry is PartitionSpec.UNCONSTRAINED:
+        if entry is PartitionSpec.UNCONSTRAINED:
+            _check_unconstrained(spec, dim, path, mesh)
+            continue
+        if entry is None:
             continue
         names = tuple(entry) if isinstance(entry, (tuple, list)) else (entry,)
         for name in names:
@@ -133,3 +146,17 @@ def check_spec(spec: Any, shape: tuple[int, ...], path: str, mesh: Any) -> None:
                     size=shape[dim], axes=axes,
                 )
             )
+
+
+def _check_unconstrained(spec: PartitionSpec, dim: int, path: str, mesh: Any) -> None:
+    """P.UNCONSTRAINED lets JAX choose, which only automatic axes allow (explicit axes,
+    jax.make_mesh's default, put every sharding in the array types)."""
+    types = tuple(getattr(mesh, "axis_types", ()) or ())
+    if not types or AxisType.Auto in types:
+        return
+    raise ValueError(
+        UNCONSTRAINED_NEEDS_AUTO.format(
+            path=path, spec=spec, dim=dim, types=", ".join(t.name for t in types),
+            auto=", ".join(["AxisType.Auto"] * len(types)),
+        )
+    )

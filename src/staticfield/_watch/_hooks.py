@@ -8,7 +8,8 @@
   sees the flat arguments of a function compiled again without a new trace (a
   new sharding).
 
-Each is looked up and wrapped under guards, and restored when the last watcher
+Each is looked up through ``_core._compat``, which checked its signature at import,
+and wrapped under guards, and restored when the last watcher
 stops. Every call into a watcher goes through ``_guarded``: whatever fails
 there becomes a notice in that watcher's report, never an exception in JAX.
 """
@@ -20,6 +21,7 @@ from typing import Any, Callable
 
 import jax
 
+from .._core import _compat
 from .._core._errors import Retrace
 
 _ACTIVE: list[Any] = []  # the running watchers
@@ -67,28 +69,24 @@ def _on_duration(event: str, duration_secs: float, **kwargs: str | int) -> None:
 
 
 def _install_trace_hook() -> None:
-    try:
-        from jax._src import core, pjit
-    except Exception:
-        return
-    original = getattr(pjit, "_trace_for_jit", None)
-    clean = getattr(core, "trace_state_clean", None)
+    original = _compat.get("trace_for_jit")
+    clean = _compat.get("trace_state_clean")
     if original is None or clean is None:
-        return
+        return  # _compat.unavailable("watch") says why, in the watcher's notice
+    pjit = _compat.module_of("trace_for_jit")
     _install_call_hook(pjit, clean)
-    try:  # the hooks' frames drop out of user tracebacks, as JAX's own do
-        from jax._src import traceback_util
-
-        traceback_util.register_exclusion(__file__)
-    except Exception:
-        pass
+    register = _compat.get("tb_register_exclusion")
+    if register is not None:  # the hooks' frames drop out of user tracebacks, as JAX's own do
+        register(__file__)
+    names = _compat.PRIVATE_BY_KEY["trace_for_jit"].params or ()
 
     @functools.wraps(original)
     def _trace_for_jit(*args: Any, **kwargs: Any) -> Any:
-        if _ACTIVE and len(args) == 7 and clean():
-            fun, ji, _, dbg, _, call_args, call_kwargs = args
+        if _ACTIVE and clean():
+            given = {**dict(zip(names, args)), **kwargs}  # _compat checked these names
+            call = [given.get(name) for name in ("fun", "ji", "dbg", "args", "kwargs")]
             for w in list(_ACTIVE):
-                _guarded(w, "its trace hook", w._traced, fun, ji, dbg, call_args, call_kwargs)
+                _guarded(w, "its trace hook", w._traced, *call)
         try:
             return original(*args, **kwargs)
         except BaseException as exc:
@@ -103,7 +101,7 @@ def _install_trace_hook() -> None:
 
 def _install_call_hook(pjit: Any, clean: Callable[[], bool]) -> None:
     """Wrap _pjit_call_impl_python, which JAX reaches on a C++ cache miss only."""
-    original = getattr(pjit, "_pjit_call_impl_python", None)
+    original = _compat.get("call_impl_python")
     if original is None:
         return
 

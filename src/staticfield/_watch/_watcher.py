@@ -20,6 +20,7 @@ from typing import Any, Callable
 import jax
 
 from . import _describe, _diff
+from .._core import _compat
 from .._explain._diff import Change
 from ._hooks import activate, deactivate
 from ._report import render, to_dict
@@ -119,7 +120,9 @@ class watch:
     def start(self) -> None:
         if not activate(self):
             self.explained = False
-            self._notice(NO_HOOK.format(version=jax.__version__))
+            self._notice(_compat.unavailable("watch") or NO_HOOK.format(version=jax.__version__))
+        elif _compat.unavailable("watch_placement"):
+            self._notice(_compat.unavailable("watch_placement"))
 
     def stop(self) -> None:
         deactivate(self)

@@ -1,0 +1,169 @@
+"""Everything staticfield takes from JAX's private modules, checked once, at import.
+
+JAX's private names (``jax._src...``, attributes of its C++ objects) and the
+``jax.core`` names that come and go are looked up here and nowhere else. Each is
+checked for the parameters staticfield calls it with. One that is missing or
+changed (in an older or newer JAX) disables only the feature that needs it, and
+that feature says so once, in one sentence naming the JAX version (``unavailable``);
+the rest of the library works. ``tests/test_compat.py`` pins every name against
+the installed JAX, so a release that changes one fails CI on the day it lands.
+
+Imports: JAX and the standard library only (it sits in ``_core`` so that every
+layer may use it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+from typing import Any, Callable
+
+import jax
+
+JAX_VERSION: str = jax.__version__
+TESTED = "jax 0.10.2 to 0.12.0.1"  # the floor and the newest release CI runs; see docs/support.md
+
+
+@dataclasses.dataclass(frozen=True)
+class Private:
+    """One private name: where it lives, the parameters staticfield relies on, and
+    which feature stops working without it.
+
+    ``params`` are the names of the leading parameters staticfield passes or reads,
+    in order (``*args`` for a variable positional one); ``None`` for a class or an
+    attribute that is not called.
+    """
+
+    key: str
+    module: str
+    attr: str
+    params: tuple[str, ...] | None
+    feature: str
+
+    @property
+    def path(self) -> str:
+        return f"{self.module}.{self.attr}"
+
+
+# What each feature is, as a sentence's subject, and what is lost without it.
+FEATURES = {
+    "watch": "sf.watch cannot explain recompiles (it still counts and times them)",
+    "watch_placement": "sf.watch cannot explain a recompile caused by a new sharding alone",
+    "tracebacks": "staticfield's own frames stay in the tracebacks of errors raised through it",
+    "cache_size": "cache_size() cannot count compiled programs (compile_count still counts compiles)",
+    "fast_check": "",  # a faster construction check only: without it, isinstance does the work
+}
+
+PRIVATE: tuple[Private, ...] = (
+    Private("trace_for_jit", "jax._src.pjit", "_trace_for_jit",
+            ("fun", "ji", "ctx_mesh", "dbg", "avals", "args", "kwargs"), "watch"),
+    Private("trace_state_clean", "jax._src.core", "trace_state_clean", (), "watch"),
+    Private("debug_info_source", "jax._src.core", "DebugInfo.func_src_info", None, "watch"),
+    Private("call_impl_python", "jax._src.pjit", "_pjit_call_impl_python",
+            ("*args", "jaxpr"), "watch_placement"),
+    Private("tb_register_exclusion", "jax._src.traceback_util", "register_exclusion", ("path",), "tracebacks"),
+    Private("tb_filter", "jax._src.traceback_util", "filter_traceback", ("tb",), "tracebacks"),
+    Private("tb_filtering_mode", "jax._src.traceback_util", "_filtering_mode", (), "tracebacks"),
+    Private("tb_hide_frames", "jax._src.traceback_util", "_add_tracebackhide_to_hidden_frames",
+            ("tb",), "tracebacks"),
+    Private("source_register_exclusion", "jax._src.source_info_util", "register_exclusion",
+            ("path",), "tracebacks"),
+    Private("jitted_cache_size", "jaxlib", "PjitFunction._cache_size", None, "cache_size"),
+    Private("array_impl", "jax._src.array", "ArrayImpl", None, "fast_check"),
+)
+
+
+def _param_names(fn: Callable) -> tuple[str, ...]:
+    names = []
+    for p in inspect.signature(fn).parameters.values():
+        names.append(f"*{p.name}" if p.kind is p.VAR_POSITIONAL else p.name)
+    return tuple(names)
+
+
+def _resolve(p: Private) -> Any:
+    """The object ``p`` names; raises if JAX lacks it."""
+    if p.key == "jitted_cache_size":  # the C++ class of jax.jit's result, found without a call
+        owner: Any = type(jax.jit(_identity))
+        return getattr(owner, "_cache_size")
+    owner = importlib.import_module(p.module)
+    for part in p.attr.split("."):
+        owner = getattr(owner, part)
+    return owner
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+def check(p: Private) -> tuple[Any, str]:
+    """``p``'s object and ``""``, or ``None`` and what is wrong with it on this JAX."""
+    try:
+        obj = _resolve(p)
+    except Exception:
+        return None, f"jax {JAX_VERSION} has no {p.path}"
+    if p.params is not None:
+        try:
+            found = _param_names(obj)
+        except (TypeError, ValueError):
+            return None, f"jax {JAX_VERSION}'s {p.path} has no signature to check"
+        if found[: len(p.params)] != p.params:
+            return None, (
+                f"jax {JAX_VERSION}'s {p.path} takes ({', '.join(found)}), "
+                f"not ({', '.join(p.params)}, ...)"
+            )
+    return obj, ""
+
+
+FOUND: dict[str, Any] = {}
+PROBLEMS: dict[str, str] = {}  # key -> what is wrong, for the names that failed their check
+for _p in PRIVATE:
+    _obj, _problem = check(_p)
+    if _problem:
+        PROBLEMS[_p.key] = _problem
+    else:
+        FOUND[_p.key] = _obj
+del _p, _obj, _problem
+
+PRIVATE_BY_KEY = {p.key: p for p in PRIVATE}
+
+
+def get(key: str) -> Any:
+    """The checked object for ``key``; ``None`` when this JAX lacks or changed it."""
+    return FOUND.get(key)
+
+
+def module_of(key: str) -> Any:
+    """The module that holds ``key`` (to patch a hook into it)."""
+    return importlib.import_module(PRIVATE_BY_KEY[key].module)
+
+
+def unavailable(feature: str) -> str:
+    """One sentence saying why ``feature`` does not work on this JAX; ``""`` when it does."""
+    problems = [PROBLEMS[p.key] for p in PRIVATE if p.feature == feature and p.key in PROBLEMS]
+    if not problems or not FEATURES[feature]:
+        return ""
+    return (
+        f"staticfield: on jax {JAX_VERSION}, {FEATURES[feature]}, because "
+        f"{'; '.join(problems)} (staticfield is tested with {TESTED})."
+    )
+
+
+# --- the names themselves, for the modules that use them ---------------------------
+
+def _tracer_class() -> type:
+    cls = getattr(jax.core, "Tracer", None)
+    if cls is None:  # pragma: no cover - a JAX that moved it out of jax.core
+        from jax._src.core import Tracer as cls  # type: ignore[no-redef]
+    return cls  # type: ignore[no-any-return]
+
+
+Tracer: type = _tracer_class()  # jax.core.Tracer: whether a value is being traced
+
+
+def cache_size(jitted: Any) -> int:
+    """How many programs one ``jax.jit`` holds (JAX's private ``_cache_size``)."""
+    size = FOUND.get("jitted_cache_size")
+    if size is None:
+        raise RuntimeError(unavailable("cache_size"))
+    return int(size(jitted))
