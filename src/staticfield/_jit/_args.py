@@ -12,14 +12,24 @@ from typing import Any, Callable
 
 import jax
 
+from .._core._gen import compile_functions
+
 
 def qualname(fn: Any) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
 
-def signature_parts(fn: Callable) -> tuple[list[str], dict[str, inspect.Parameter], bool, bool]:
+def signature_parts(
+    fn: Callable, follow_wrapped: bool = True
+) -> tuple[list[str], dict[str, inspect.Parameter], bool, bool]:
+    """Positional names, all parameters, and whether it takes ``*args`` / ``**kwargs``.
+
+    ``follow_wrapped=True`` reads the signature as ``jax.jit`` does (through
+    ``__wrapped__``); ``False`` reads what ``fn`` itself accepts, which is what a
+    generated hit path must take (a ``functools.wraps`` wrapper may add parameters).
+    """
     try:
-        params = inspect.signature(fn).parameters
+        params = inspect.signature(fn, follow_wrapped=follow_wrapped).parameters
     except (TypeError, ValueError):
         return [], {}, True, True
     kinds = inspect.Parameter
@@ -27,6 +37,39 @@ def signature_parts(fn: Callable) -> tuple[list[str], dict[str, inspect.Paramete
     var_pos = any(p.kind is kinds.VAR_POSITIONAL for p in params.values())
     var_kw = any(p.kind is kinds.VAR_KEYWORD for p in params.values())
     return positional, dict(params), var_pos, var_kw
+
+
+def wrong_call(fn: Callable, args: tuple, kwargs: dict) -> None:
+    """Raise the ``TypeError`` that ``fn`` itself raises for this wrong call (CPython's
+    text, naming ``fn``): a stand-in with ``fn``'s parameters is called instead of it."""
+    stand_in = _stand_in(fn)
+    try:
+        stand_in(*args, **kwargs)
+    except TypeError as exc:
+        raise exc.with_traceback(None) from None
+
+
+def _stand_in(fn: Callable) -> Callable[..., None]:
+    """A function with ``fn``'s parameter names, kinds and (placeholder) defaults, named
+    as ``fn``, that does nothing: calling it checks a call's arity as ``fn`` would."""
+    kinds = inspect.Parameter
+    parts: list[str] = []
+    star = False
+    params = list(inspect.signature(fn, follow_wrapped=False).parameters.values())
+    for i, p in enumerate(params):
+        if p.kind is kinds.KEYWORD_ONLY and not star:
+            parts.append("*")
+        star = star or p.kind in (kinds.VAR_POSITIONAL, kinds.KEYWORD_ONLY)
+        text = {kinds.VAR_POSITIONAL: f"*{p.name}", kinds.VAR_KEYWORD: f"**{p.name}"}.get(p.kind, p.name)
+        parts.append(text if p.default is p.empty else f"{text}=None")
+        following = params[i + 1].kind if i + 1 < len(params) else None
+        if p.kind is kinds.POSITIONAL_ONLY and following is not kinds.POSITIONAL_ONLY:
+            parts.append("/")
+    lines = [f"def stand_in({', '.join(parts)}):", "    return None"]
+    stand_in = compile_functions(lines, ["stand_in"], {}, what=f"arity check of {qualname(fn)}")["stand_in"]
+    stand_in.__name__ = getattr(fn, "__name__", "function")
+    stand_in.__qualname__ = qualname(fn)
+    return stand_in
 
 
 _JAX_JIT_KWARGS = frozenset(inspect.signature(jax.jit).parameters) - {"fun"}

@@ -14,7 +14,7 @@ import functools
 import types
 from typing import Any, Callable
 
-from ._args import qualname, signature_parts
+from ._args import qualname, signature_parts, wrong_call
 from .._deps._share import Abort
 from .._core._gen import compile_functions
 from .._core._spec import SPECS
@@ -38,8 +38,9 @@ def _hiding(lines: list[str]) -> list[str]:
 
 def plain_positional(fn: Callable, skip_self: bool = True, reserved: tuple = ()) -> list[str] | None:
     """The parameter names (after ``self`` for a method) when all are positional without
-    defaults, so a generated hit path can take exactly those arguments."""
-    positional, params, var_pos, var_kw = signature_parts(fn)
+    defaults, so a generated hit path can take exactly those arguments: those ``fn``
+    itself takes, not those of a function it wraps."""
+    positional, params, var_pos, var_kw = signature_parts(fn, follow_wrapped=False)
     if var_pos or var_kw or len(params) != len(positional) or (skip_self and not positional):
         return None
     rest = positional[1:] if skip_self else positional
@@ -50,6 +51,23 @@ def plain_positional(fn: Callable, skip_self: bool = True, reserved: tuple = ())
     ):
         return None
     return rest
+
+
+def _self_name(fn: Callable, reserved: tuple = ()) -> str:
+    """The name of a method's first parameter (``self``), for the generated hit path, so
+    that a call without it reports the user's name; ``obj`` if that name is taken."""
+    positional = signature_parts(fn, follow_wrapped=False)[0]
+    name = positional[0] if positional else "obj"
+    taken = name in _GENERATED_NAMES or name in reserved or not name.isidentifier() or name.startswith("__")
+    return "obj" if taken and name != "self" else name
+
+
+def _as_user(call: Callable[..., Any], fn: Callable) -> Callable[..., Any]:
+    """Name a generated hit path as the user's function: a call with a wrong number of
+    arguments fails before it runs, with CPython's message naming ``__qualname__``."""
+    call.__name__ = getattr(fn, "__name__", call.__name__)
+    call.__qualname__ = qualname(fn)
+    return call
 
 
 def general_call(prepare: Callable[[tuple, dict], tuple[Any, list, dict]]) -> Callable[..., Any]:
@@ -139,7 +157,7 @@ def public_function(engine: Any) -> Callable[..., Any]:
     namespace = {"SPECS": SPECS, "variants": engine.variants, "miss": engine.general_miss, "general": engine.call,
                  "hide": hide}
     call = compile_functions(lines, ["call"], namespace, what=f"sf.jit hit path of {qualname(fn)}")["call"]
-    wrapper = JitWrapper(call)
+    wrapper = JitWrapper(_as_user(call, fn))
     state = engine.tracker.__dict__
     state.update({k: v for k, v in getattr(fn, "__dict__", {}).items() if not k.startswith("__staticfield")})
     state.update(
@@ -158,25 +176,29 @@ def method_call(fn: Callable, variants: dict, miss: Callable[[Any], tuple]) -> C
     """The hit path of a jit_method: one key lookup, then JAX with the children.
 
     When the method takes only plain positional parameters, the function has that
-    exact signature, so both calls are vectorcalls with no *args/**kwargs packing.
+    exact signature, so both calls are vectorcalls with no *args/**kwargs packing. Its
+    first parameter has the name of the user's ``self``, and the function the user's
+    name, so a wrong call reads as the user's own function's.
     """
     params = plain_positional(fn)
+    obj = _self_name(fn)
     if params is None:
-        signature, forward = "obj, /, *args, **kwargs", "*args, **kwargs"
+        signature, forward = f"{obj}, /, *args, **kwargs", "*args, **kwargs"
     else:
-        signature = ", ".join(["obj", *params])
+        signature = ", ".join([obj, *params])
         forward = ", ".join(params)
     lines = _hiding([
         f"def call({signature}):",
         "    try:",
-        f"        children, key = obj.{FLAT_ATTR}",
+        f"        children, key = {obj}.{FLAT_ATTR}",
         "        jitted, _ = variants[key]",
         "    except (KeyError, AttributeError):",
-        "        jitted, children = miss(obj)",
+        f"        jitted, children = miss({obj})",
         f"    return jitted(children{', ' if forward else ''}{forward})",
     ])
     namespace = {"variants": variants, "miss": miss, "hide": hide}
-    return compile_functions(lines, ["call"], namespace, what=f"jit_method hit path of {qualname(fn)}")["call"]
+    call = compile_functions(lines, ["call"], namespace, what=f"jit_method hit path of {qualname(fn)}")["call"]
+    return _as_user(call, fn)
 
 
 _DEPS_NAMES = ("retry", "Abort", "entry", "out", "get")  # more names the deps hit paths use
@@ -205,23 +227,25 @@ def deps_method_call(fn: Callable, variants: dict, retry: Callable[..., Any]) ->
     was moved to another program meanwhile; a ``try`` costs nothing on a hit.
     """
     params = plain_positional(fn, reserved=_DEPS_NAMES)
+    obj = _self_name(fn, _DEPS_NAMES)
     if params is None:
-        signature, forward = "obj, /, *args, **kwargs", "*args, **kwargs"
+        signature, forward = f"{obj}, /, *args, **kwargs", "*args, **kwargs"
     else:
-        signature, forward = ", ".join(["obj", *params]), ", ".join(params)
+        signature, forward = ", ".join([obj, *params]), ", ".join(params)
     rest = f", {forward}" if forward else ""
     lines = _hiding([
         f"def call({signature}):",
         "    try:",
-        f"        children, key = obj.{FLAT_ATTR}",
+        f"        children, key = {obj}.{FLAT_ATTR}",
         "    except AttributeError:",
         "        children = key = entry = None",
         "    else:",
         "        entry = get(key)",
-        *_deps_tail(rest, "obj"),
+        *_deps_tail(rest, obj),
     ])
     namespace = {"variants": variants, "get": variants.get, "retry": retry, "Abort": Abort, "hide": hide}
-    return compile_functions(lines, ["call"], namespace, what=f"deps hit path of {qualname(fn)}")["call"]
+    call = compile_functions(lines, ["call"], namespace, what=f"deps hit path of {qualname(fn)}")["call"]
+    return _as_user(call, fn)
 
 
 def deps_bound_call(fn: Callable, variants: dict, retry: Callable[..., Any]) -> Callable[..., Any]:
@@ -229,20 +253,28 @@ def deps_bound_call(fn: Callable, variants: dict, retry: Callable[..., Any]) -> 
 
     The key's variant is looked up on each call (a key may be moved to another
     program); otherwise as ``deps_method_call``, with the instance rebuilt from its
-    children and key when it must call again.
+    children and key when it must call again. Its two leading parameters are not the
+    user's, so surplus arguments land in ``*extra`` and are reported as the user's
+    function would report them (an empty ``*extra`` costs next to nothing).
     """
     params = plain_positional(fn, reserved=_DEPS_NAMES)
+    check = []
     if params is None:
         signature, forward = "children, key, /, *args, **kwargs", "*args, **kwargs"
     else:
-        signature, forward = ", ".join(["children", "key", *params]), ", ".join(params)
+        # (user parameter names never start with "__": see plain_positional)
+        signature, forward = ", ".join(["children", "key", *params, "*__sf_extra"]), ", ".join(params)
+        check = ["    if __sf_extra:",
+                 f"        __sf_wrong_call(__sf_fn, (None, {forward}{', ' if forward else ''}*__sf_extra), {{}})"]
     rest = f", {forward}" if forward else ""
     again = "SPECS[key.cls].unflatten(key, children)"
     lines = _hiding([
         f"def call({signature}):",
+        *check,
         "    entry = get(key)",
         *_deps_tail(rest, again),
     ])
     namespace = {"variants": variants, "get": variants.get, "retry": retry, "Abort": Abort, "hide": hide,
-                 "SPECS": SPECS}
-    return compile_functions(lines, ["call"], namespace, what=f"deps bound method of {qualname(fn)}")["call"]
+                 "SPECS": SPECS, "__sf_wrong_call": wrong_call, "__sf_fn": fn}
+    call = compile_functions(lines, ["call"], namespace, what=f"deps bound method of {qualname(fn)}")["call"]
+    return _as_user(call, fn)
