@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import jax
 
+from .._core._field import annotation_is_static
 from .._core._gen import compile_functions
 
 
@@ -92,8 +93,23 @@ def _as_tuple(value: Any, kind: type) -> tuple:
     return (value,) if isinstance(value, kind) else tuple(value)
 
 
+def static_annotated(fn: Callable, params: dict[str, inspect.Parameter]) -> list[str]:
+    """The parameters annotated ``sf.Static[T]`` (object or string annotation): static
+    arguments, as if named in ``static_argnames`` (``jdc.jit``'s rule)."""
+    target = inspect.unwrap(fn) if callable(fn) else fn
+    target = getattr(target, "__func__", target)
+    globalns = getattr(target, "__globals__", {})
+    kinds = inspect.Parameter
+    return [
+        n for n, p in params.items()
+        if p.annotation is not p.empty and p.kind not in (kinds.VAR_POSITIONAL, kinds.VAR_KEYWORD)
+        and annotation_is_static(p.annotation, globalns, {})
+    ]
+
+
 def resolve_static(fn: Callable, jit_kwargs: dict) -> tuple[list[str], frozenset, frozenset]:
-    """Both ways of naming static arguments, resolved against the signature, checked."""
+    """Both ways of naming static arguments, and ``sf.Static[T]`` annotations, resolved
+    against the signature, checked."""
     name = qualname(fn)
     positional, params, var_pos, var_kw = signature_parts(fn)
     nums = []
@@ -115,6 +131,7 @@ def resolve_static(fn: Callable, jit_kwargs: dict) -> tuple[list[str], frozenset
                 f"{name}: static_argnames names {n!r}, which is not one of its parameters "
                 f"({', '.join(params) or 'none'}). Fix the name, or add the parameter."
             )
+    names += [n for n in static_annotated(fn, params) if n not in names]
     kinds = inspect.Parameter
     static_pos = set(nums) | {positional.index(n) for n in names if n in positional}
     static_names = set(names) | {

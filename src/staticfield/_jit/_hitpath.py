@@ -166,7 +166,7 @@ def public_function(engine: Any) -> Callable[..., Any]:
     )
     state["__source__"] = call.__source__  # type: ignore[attr-defined]
     wrapper.__dict__ = state
-    for name in ("__module__", "__name__", "__qualname__", "__doc__"):
+    for name in functools.WRAPPER_ASSIGNMENTS:  # as functools.wraps: __annotations__ too
         if hasattr(fn, name):
             state[name] = getattr(fn, name)
     return wrapper
