@@ -198,3 +198,40 @@ def test_no_static_hint_for_a_plain_argument():
     with pytest.raises(jax.errors.TracerBoolConversionError) as info:
         sf.jit(g)(X)
     assert "staticfield:" not in str(info.value)
+
+
+# ---------------------------------------------------------------- any parameter names, any arity
+
+
+def test_sf_jit_of_a_function_without_arguments():
+    """sf.jit of a function that takes no arguments compiles once and runs."""
+    f = sf.jit(lambda: jnp.float32(1.0))
+    assert float(f()) == 1.0 and float(f()) == 1.0
+    assert f.compile_count == 1
+
+
+@pytest.mark.parametrize("names", [("a", "b", "x"), ("args", "kwargs", "keys"), ("dyn", "general", "tuple"),
+                                   ("vkey", "jitted", "miss"), ("SPECS", "variants", "out")])
+def test_parameter_names_that_generated_code_might_use(names):
+    """Parameters named like the hit path's own variables give right results, with an
+    instance argument and without, and their errors still name the function."""
+    source = f"def step({', '.join(names)}):\n    return {names[0]} * 1 + {names[1]} * 2 + {names[2]} * 3\n"
+    scope: dict = {}
+    exec(source, scope)  # noqa: S102 - a test function with the parameter names under test
+    f = sf.jit(scope["step"])
+    assert float(f(1.0, 2.0, 3.0)) == 14.0
+    assert float(f(2.0, 2.0, 3.0)) == 15.0
+    assert float(f(Wrapped(jnp.float32(1.0)), 2.0, 3.0).value) == 14.0
+    assert f.compile_count == 2
+    with pytest.raises(TypeError, match=re.escape("step() missing 1 required positional argument")):
+        f(1.0, 2.0)
+
+
+class Wrapped(sf.Struct):
+    value: jax.Array
+
+    def __mul__(self, k):
+        return Wrapped(self.value * k)
+
+    def __add__(self, other):
+        return Wrapped(self.value + other)

@@ -26,18 +26,30 @@ def signature_parts(
     """Positional names, all parameters, and whether it takes ``*args`` / ``**kwargs``.
 
     ``follow_wrapped=True`` reads the signature as ``jax.jit`` does (through
-    ``__wrapped__``); ``False`` reads what ``fn`` itself accepts, which is what a
-    generated hit path must take (a ``functools.wraps`` wrapper may add parameters).
+    ``__wrapped__``); ``False`` reads what ``fn`` accepts (see ``call_signature``),
+    which is what a generated hit path must take.
     """
     try:
-        params = inspect.signature(fn, follow_wrapped=follow_wrapped).parameters
+        sig = inspect.signature(fn) if follow_wrapped else call_signature(fn)
     except (TypeError, ValueError):
         return [], {}, True, True
+    params = sig.parameters
     kinds = inspect.Parameter
     positional = [p.name for p in params.values() if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
     var_pos = any(p.kind is kinds.VAR_POSITIONAL for p in params.values())
     var_kw = any(p.kind is kinds.VAR_KEYWORD for p in params.values())
     return positional, dict(params), var_pos, var_kw
+
+
+def call_signature(fn: Callable) -> inspect.Signature:
+    """The parameters a call of ``fn`` must match: ``fn``'s own, not those of a function
+    it wraps (a ``functools.wraps`` wrapper may add parameters), except that a plain
+    pass-through wrapper (``*args, **kwargs``) takes what the wrapped function takes."""
+    own = inspect.signature(fn, follow_wrapped=False)
+    kinds = inspect.Parameter
+    if own.parameters and all(p.kind in (kinds.VAR_POSITIONAL, kinds.VAR_KEYWORD) for p in own.parameters.values()):
+        return inspect.signature(fn)
+    return own
 
 
 def wrong_call(fn: Callable, args: tuple, kwargs: dict) -> None:
@@ -48,6 +60,7 @@ def wrong_call(fn: Callable, args: tuple, kwargs: dict) -> None:
         stand_in(*args, **kwargs)
     except TypeError as exc:
         raise exc.with_traceback(None) from None
+    raise TypeError(f"{qualname(fn)}() got {len(args)} positional argument(s), more than it takes.")
 
 
 def _stand_in(fn: Callable) -> Callable[..., None]:
@@ -56,7 +69,7 @@ def _stand_in(fn: Callable) -> Callable[..., None]:
     kinds = inspect.Parameter
     parts: list[str] = []
     star = False
-    params = list(inspect.signature(fn, follow_wrapped=False).parameters.values())
+    params = list(call_signature(fn).parameters.values())
     for i, p in enumerate(params):
         if p.kind is kinds.KEYWORD_ONLY and not star:
             parts.append("*")

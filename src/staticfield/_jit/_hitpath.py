@@ -21,11 +21,11 @@ from .._core._spec import SPECS
 from .._core._state import FLAT_ATTR
 from .._core._traceback import hide
 
-# Names the generated code uses: a parameter called one of these takes the *args path.
+# Names the fixed-arity generated code uses (besides c0.., k0.. and __sf_ names): a
+# parameter called one of these takes the *args path, whose code names no parameter.
 _GENERATED_NAMES = (
-    "self", "obj", "jitted", "children", "key", "keys", "vkey", "dyn", "a", "args", "kwargs",
-    "variants", "miss", "general", "SPECS", "_", "KeyError", "AttributeError", "tuple",
-    "hide", "exc", "Exception",
+    "obj", "jitted", "children", "key", "vkey", "variants", "miss", "SPECS", "_", "KeyError",
+    "AttributeError", "hide", "exc", "Exception", "out",
 )
 
 
@@ -84,7 +84,9 @@ def general_call(prepare: Callable[[tuple, dict], tuple[Any, list, dict]]) -> Ca
     return call
 
 
-def _plain_lines(params: list[str] | None) -> list[str]:
+def _plain_lines(params: list[str] | None) -> tuple[list[str], list[str]]:
+    """The hit path of ``sf.jit`` without static arguments (``call``), and more top-level
+    code it uses."""
     if params is None or len(params) > 16:
         return [
             "def call(*args, **kwargs):",
@@ -104,23 +106,44 @@ def _plain_lines(params: list[str] | None) -> list[str]:
             "    except KeyError:",
             "        jitted, _ = miss(vkey, args, keys)",
             "    return jitted(*dyn, **kwargs)",
-        ]
+        ], []
+    args = "".join(f"{p}, " for p in params)
+    nones = "".join("None, " for _ in params)
     lines = [f"def call({', '.join(params)}):"]
-    for i, name in enumerate(params):
+    if params:  # any instance argument: look its variant up by the arguments' keys
+        lines.append(f"    if {' or '.join(f'{p}.__class__ in SPECS' for p in params)}:")
+        for i, name in enumerate(params):
+            lines += [
+                f"        if {name}.__class__ in SPECS:",
+                f"            c{i}, k{i} = {name}.{FLAT_ATTR}",
+                "        else:",
+                f"            c{i} = {name}; k{i} = None",
+            ]
+        keys = "".join(f"k{i}, " for i in range(len(params)))
         lines += [
-            f"    if {name}.__class__ in SPECS:",
-            f"        c{i}, k{i} = {name}.{FLAT_ATTR}",
-            "    else:",
-            f"        c{i} = {name}; k{i} = None",
+            f"        vkey = ({keys})",
+            "        try:",
+            "            jitted, _ = variants[vkey]",
+            "        except KeyError:",
+            f"            jitted, _ = miss(vkey, ({args}), [{keys}])",
+            f"        return jitted({', '.join(f'c{i}' for i in range(len(params)))})",
         ]
-    keys = ", ".join(f"k{i}" for i in range(len(params)))
-    return lines + [
-        f"    vkey = ({keys},)",
+    lines.append(f"    return __sf_plain({args})")
+    # Only plain arguments: the variant is always the same one, so after its first
+    # successful call (its trace succeeded: a compiled variant is never dropped) the hit
+    # path calls its jax.jit directly, with no key to build or look up.
+    return lines, [
+        f"def __sf_first({', '.join(params)}):",
+        "    nonlocal __sf_plain",
+        f"    vkey = ({nones})",
         "    try:",
         "        jitted, _ = variants[vkey]",
         "    except KeyError:",
-        f"        jitted, _ = miss(vkey, ({', '.join(params)},), [{keys}])",
-        f"    return jitted({', '.join(f'c{i}' for i in range(len(params)))})",
+        f"        jitted, _ = miss(vkey, ({args}), [{nones}])",
+        f"    out = jitted({args})",
+        "    __sf_plain = jitted",
+        "    return out",
+        "__sf_plain = __sf_first",
     ]
 
 
@@ -149,13 +172,14 @@ def public_function(engine: Any) -> Callable[..., Any]:
     (children, key), one dict lookup, then JAX.
     """
     fn = engine.fn
+    more: list[str] = []
     if engine.has_static:
         lines = ["def call(*args, **kwargs):", "    return general(*args, **kwargs)"]
     else:
-        lines = _plain_lines(plain_positional(fn, skip_self=False))
-    lines = _hiding(lines)
+        lines, more = _plain_lines(plain_positional(fn, skip_self=False))
+    lines = _hiding(lines) + more
     namespace = {"SPECS": SPECS, "variants": engine.variants, "miss": engine.general_miss, "general": engine.call,
-                 "hide": hide}
+                 "hide": hide, "__sf_plain": None}
     call = compile_functions(lines, ["call"], namespace, what=f"sf.jit hit path of {qualname(fn)}")["call"]
     wrapper = JitWrapper(_as_user(call, fn))
     state = engine.tracker.__dict__
