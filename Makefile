@@ -6,7 +6,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: venv demo test docs bench clean
+DIST ?= dist
+
+.PHONY: venv demo test docs bench dist clean
 
 venv:
 	@if ! $(PY) -m pip --version >/dev/null 2>&1; then \
@@ -35,6 +37,12 @@ docs: venv
 bench: venv
 	$(PIP) install -e '.[bench]'
 	$(PY) -m benchmarks
+
+# A wheel to install into another project: pip install dist/staticfield-*.whl
+dist: venv
+	rm -f $(DIST)/staticfield-*.whl
+	$(PIP) wheel --no-deps --wheel-dir $(DIST) .
+	@ls $(DIST)/staticfield-*.whl
 
 clean:
 	rm -rf $(VENV) build dist site src/*.egg-info
