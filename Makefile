@@ -15,7 +15,9 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 EXTRAS := test,integration,typing,docs,bench
 VERSIONS := import sys, jax; print(f"testing jax {jax.__version__} on Python {sys.version.split()[0]}")
 
-.PHONY: venv demo test test-newest docs bench clean
+DIST ?= dist
+
+.PHONY: venv demo test test-newest docs bench dist clean
 
 venv:
 	@if ! $(PY) -m pip --version >/dev/null 2>&1; then \
@@ -55,6 +57,12 @@ docs: venv
 bench: venv
 	$(PIP) install -e '.[bench]'
 	$(PY) -m benchmarks
+
+# A wheel to install into another project: pip install dist/staticfield-*.whl
+dist: venv
+	rm -f $(DIST)/staticfield-*.whl
+	$(PIP) wheel --no-deps --wheel-dir $(DIST) .
+	@ls $(DIST)/staticfield-*.whl
 
 clean:
 	rm -rf $(VENV) .venv-newest build dist site src/*.egg-info

@@ -68,6 +68,11 @@ def evaluate(results: Results) -> list[Target]:
     out.append(Target("sf.jit hit / raw jax.jit", 1.10, True, _ratio(free, raw),
                       _why((dispatch.SF_JIT, free), (dispatch.RAW, raw))))
 
+    plain = g(dispatch.DISPATCH, "", dispatch.SF_JIT_ARRAYS)
+    raw_plain = g(dispatch.DISPATCH, "", dispatch.RAW_ARRAYS)
+    out.append(Target("sf.jit hit, plain arrays / raw jax.jit", 1.05, True, _ratio(plain, raw_plain),
+                      _why((dispatch.SF_JIT_ARRAYS, plain), (dispatch.RAW_ARRAYS, raw_plain))))
+
     eqx = g(dispatch.DISPATCH, "", dispatch.EQX_FILTER)
     out.append(Target("equinox filter_jit / ours", 5.0, False, _ratio(eqx, ours),
                       _why((dispatch.EQX_FILTER, eqx), (dispatch.JIT_METHOD, ours))))

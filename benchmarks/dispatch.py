@@ -28,9 +28,11 @@ METHOD_PYTREE = "method_pytree"
 
 RAW = "jax.jit, arrays + static_argnums"
 RAW_CLOSED = "jax.jit, arrays only (n closed over)"
+RAW_ARRAYS = "jax.jit, plain arrays"
 JIT_METHOD = "sf.jit_method"
 SF_JIT = "sf.jit (free function)"
 SF_JIT_ARGS = "sf.jit (function behind a *args wrapper)"
+SF_JIT_ARRAYS = "sf.jit, plain arrays"
 NATIVE = "jax.jit + register_dataclass"
 FLAX = "jax.jit + flax.struct"
 JDC = "jax.jit + jax_dataclasses"
@@ -75,10 +77,18 @@ def _raw() -> list[Contender]:
     f = jax.jit(step, static_argnums=2)
     closed, count2 = traced(lambda ab, x: ab[0] * x + ab[1] * 3)
     g = jax.jit(closed)
+    arrays, count3 = traced(_plain_step)
+    h = jax.jit(arrays)
     return [
         Contender(RAW, lambda: f((a, b), x, n), "baseline", traces=count),
         Contender(RAW_CLOSED, lambda: g((a, b), x), "baseline", traces=count2),
+        Contender(RAW_ARRAYS, lambda: h(a, b, x), "baseline", traces=count3),
     ]
+
+
+def _plain_step(a: jax.Array, b: jax.Array, x: jax.Array) -> jax.Array:
+    """A step function of plain arrays, as users moving from jax.jit or jdc.jit write them."""
+    return a * x + b * 3
 
 
 def _ours(fresh: bool = False) -> list[Contender]:
@@ -106,12 +116,15 @@ def _ours(fresh: bool = False) -> list[Contender]:
         return args[0].a * args[1] + args[0].b * args[0].n
 
     h = sf.jit(hidden)
+    arrays, count4 = traced(_plain_step)
+    k = sf.jit(arrays)
     if fresh:
         return [Contender(JIT_METHOD, _on(p, lambda q: q.step(x), True), "ours", traces=count)]
     return [
         Contender(JIT_METHOD, lambda: p.step(x), "ours", traces=count),
         Contender(SF_JIT, lambda: f(p, x), "ours", traces=count2),
         Contender(SF_JIT_ARGS, lambda: h(p, x), "ours", traces=count3),
+        Contender(SF_JIT_ARRAYS, lambda: k(a, b, x), "ours", traces=count4),
     ]
 
 

@@ -22,19 +22,19 @@ class Net:
 
 
 @pytest.mark.parametrize(
-    ("value", "tname", "ann"),
+    ("value", "what", "ann"),
     [
-        ("relu", "str", "str"),
-        (b"raw", "bytes", "bytes"),
-        (lambda x: x, "function", "Callable"),
-        (object(), "object", "object"),
+        ("relu", "a str", "str"),
+        (b"raw", "a bytes", "bytes"),
+        (lambda x: x, "a function", "Callable"),
+        (object(), "an object", "object"),
     ],
     ids=["str", "bytes", "function", "object"],
 )
-def test_bad_dynamic_leaf(value, tname, ann):
+def test_bad_dynamic_leaf(value, what, ann):
     """A non-array leaf in a dynamic field names class, field and type and suggests sf.static()."""
     msg = (
-        f"Net.w: a {tname} is not an array, so it cannot be a dynamic (traced) field value. "
+        f"Net.w: {what} is not an array, so it cannot be a dynamic (traced) field value. "
         f"Mark the field static: `w: {ann} = sf.static()` (or annotate it `sf.Static[{ann}]`), "
         "or decorate the class with @sf.dataclass(check=False) to skip this check."
     )
@@ -309,6 +309,56 @@ def test_sharding_on_static_field():
         @sf.dataclass
         class Bad:  # noqa: F811
             n: sf.Static[int] = sf.field(sharding=PartitionSpec("x"))
+
+
+_BOTH = (
+    r"Bad\.n: the field is marked both static \({yes}\) and dynamic \({no}\)\. "
+    r"A field is one or the other: keep the mark you mean and drop the other\."
+)
+
+
+@pytest.mark.parametrize(
+    ("make", "yes", "no"),
+    [
+        (lambda: sf.field(static=False, metadata={"pytree_node": False}),
+         re.escape('metadata={"pytree_node": False}'), re.escape("sf.field(static=False)")),
+        (lambda: sf.field(static=False, metadata={"static": True}),
+         re.escape('metadata={"static": True}'), re.escape("sf.field(static=False)")),
+        (lambda: sf.field(static=True, metadata={"pytree_node": True}),
+         re.escape("sf.field(static=True)"), re.escape('metadata={"pytree_node": True}')),
+        (lambda: dataclasses.field(metadata={"static": False, "pytree_node": False}),
+         re.escape('metadata={"pytree_node": False}'), re.escape('metadata={"static": False}')),
+    ],
+    ids=["static=False+pytree_node", "static=False+metadata", "static=True+pytree_node", "stdlib"],
+)
+def test_contradictory_field_marks_are_refused(make, yes, no):
+    """A field marked both static and dynamic is refused, naming the field and the two marks."""
+    with pytest.raises(TypeError, match=_BOTH.format(yes=yes, no=no)):
+
+        @sf.dataclass
+        class Bad:
+            n: int = make()
+
+
+def test_static_annotation_with_static_false_is_refused():
+    """`n: sf.Static[int] = sf.field(static=False)` is refused, naming both marks."""
+    msg = _BOTH.format(yes=re.escape("the annotation sf.Static[...]"), no=re.escape("sf.field(static=False)"))
+    with pytest.raises(TypeError, match=msg):
+
+        class Bad(sf.Struct):
+            n: sf.Static[int] = sf.field(static=False, default=1)
+
+
+def test_agreeing_marks_are_fine():
+    """Marks that agree, or a field() without static=, are accepted."""
+
+    class Fine(sf.Struct):
+        a: sf.Static[int] = sf.field(static=True, default=1)
+        b: sf.Static[int] = sf.field(default=2)
+        c: int = sf.field(static=True, metadata={"pytree_node": False}, default=3)
+        d: jax.Array = sf.field(static=False, metadata={"static": False}, default=0.0)
+
+    assert sf.static_fields(Fine) == ("a", "b", "c")
 
 
 def test_reserved_field_name():

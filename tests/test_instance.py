@@ -99,11 +99,14 @@ def test_eq_numpy_and_jax_leaves():
     assert hash(a) == hash(b)
 
 
-def test_eq_weak_and_strong_leaves_differ():
-    """A weak-typed leaf and a strong one of the same dtype are not equal (they promote differently)."""
-    weak, strong = Params(jnp.asarray(1.0)), Params(jnp.float32(1.0))
-    assert weak.x.weak_type and not strong.x.weak_type
-    assert weak != strong
+def test_eq_ignores_weak_type():
+    """== compares structure, shape, dtype and value: a weak-typed leaf equals a NumPy or
+    strong leaf with the same dtype and values, with the same hash."""
+    weak, strong = Params(jnp.full(2, 5.0)), Params(np.full(2, 5, np.float32))
+    assert weak.x.weak_type
+    assert weak == strong and strong == weak
+    assert hash(weak) == hash(strong)
+    assert weak == Params(jnp.full(2, 5.0, jnp.float32)) and weak != Params(jnp.full(2, 5.0, jnp.float16))
 
 
 def test_eq_nested_pytrees_and_none():
@@ -222,12 +225,20 @@ def test_instance_as_static_argnums(counted_jit):
     assert f.traces == 3  # a NumPy leaf equal to the first jax leaf reuses
 
 
-def test_static_argnums_weak_type_not_stale(counted_jit):
-    """As static_argnums, a weak and a strong leaf get separate programs with the right dtypes."""
-    f = counted_jit(lambda p, y: p.x * y, static_argnums=0)
+def test_static_argnums_weak_type_not_stale():
+    """As sf.jit's static argument, a weak and a strong leaf (== though they are) get separate
+    programs with the right dtypes: jit keys on the weak type, as JAX does for traced leaves."""
+    traces = [0]
+
+    def scale(p, y):
+        traces[0] += 1
+        return p.x * y
+
+    f = sf.jit(scale, static_argnums=0)
     assert f(Params(jnp.asarray(1.0)), jnp.float16(2)).dtype == jnp.float16
     assert f(Params(jnp.float32(1.0)), jnp.float16(2)).dtype == jnp.float32
-    assert f.traces == 2
+    assert f(Params(jnp.asarray(1.0)), jnp.float16(2)).dtype == jnp.float16
+    assert traces[0] == 2 and f.compile_count == 2
 
 
 # ---------------------------------------------------------------- repr

@@ -2,6 +2,7 @@
 
 import enum
 import functools
+import re
 import warnings
 
 import jax
@@ -78,6 +79,26 @@ def test_bound_method_of_an_instance_in_a_static_field_is_refused():
         M(1.0)
 
 
+class Counter(sf.Struct):
+    """An instance without arrays (module level, so its qualified name is ``Counter``)."""
+
+    n: sf.Static[int]
+
+    def double(self, x):
+        return 2 * x
+
+
+def test_bound_method_of_an_instance_without_arrays_says_what_it_captures():
+    """The refusal of an instance's bound method says it is an instance, not that it "holds arrays"."""
+    msg = (
+        "Holder.cfg: the bound method Counter.double cannot be stored in a field: it captures its "
+        "instance, a Counter (an @sf.dataclass instance), which is half-built while __init__ runs "
+        "and stale after sf.replace."
+    )
+    with pytest.raises(TypeError, match=re.escape(msg)):
+        Holder(1.0, Counter(1).double)
+
+
 def test_bound_method_of_an_array_holding_object_is_refused_in_any_field():
     """A bound method of any object holding arrays is refused, static or dynamic."""
 
@@ -88,7 +109,8 @@ def test_bound_method_of_an_array_holding_object_is_refused_in_any_field():
         def lookup(self, i):
             return self.table[i]
 
-    with pytest.raises(TypeError, match=r"Holder.cfg: the bound method .*Plain.lookup cannot be stored"):
+    with pytest.raises(TypeError, match=r"Holder.cfg: the bound method .*Plain.lookup cannot be stored in a field: "
+                       r"it captures its instance, a .*Plain that holds arrays, which"):
         Holder(1.0, Plain().lookup)
     with pytest.raises(TypeError, match=r"Holder.x: the bound method .*Plain.lookup cannot be stored"):
         Holder(Plain().lookup)
@@ -119,6 +141,22 @@ def test_identity_hashed_mutable_object_warns_once_per_class_and_field():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Opt(1.0, Settings())  # once only
+
+
+class Options:
+    """A plain mutable class, at module level so that its qualified name is just ``Options``."""
+
+
+def test_identity_hashed_warning_article():
+    """The warning's article agrees with the class name ("an Options", not "a Options")."""
+
+    @sf.dataclass
+    class Opt2:
+        x: jax.Array
+        options: sf.Static[object] = None
+
+    with pytest.warns(sf.StaticFieldWarning, match=r"Opt2.options: an Options is hashed by identity"):
+        Opt2(1.0, Options())
 
 
 def test_functions_classes_modules_and_enums_do_not_warn():

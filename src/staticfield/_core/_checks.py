@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 from . import _compat, _errors
-from ._freeze import ATOMIC, freeze, holds_arrays
+from ._freeze import ATOMIC, bound_method_error, freeze
 
 # The concrete jax.Array type; looked up without creating an array, which would start
 # the XLA backend at import (jax.distributed.initialize must come first). A JAX without
@@ -41,9 +41,9 @@ def check_dynamic(cls: type, name: str, value: Any) -> None:
         if _leaf_ok(leaf):
             continue
         where = f"{cls.__qualname__}.{name}{jax.tree_util.keystr(path)}"
-        if isinstance(leaf, types.MethodType) and not isinstance(leaf.__self__, type) and holds_arrays(leaf.__self__):
-            method = f"{type(leaf.__self__).__qualname__}.{leaf.__func__.__name__}"
-            raise TypeError(_errors.BOUND_METHOD.format(where=where, method=method, field=name))
+        error = bound_method_error(leaf, where, name) if isinstance(leaf, types.MethodType) else None
+        if error is not None:
+            raise error
         if isinstance(leaf, (np.ndarray, np.generic)):
             raise TypeError(
                 _errors.BAD_DYNAMIC_DTYPE.format(where=where, dtype=leaf.dtype, field=name)
@@ -51,7 +51,8 @@ def check_dynamic(cls: type, name: str, value: Any) -> None:
         is_fn = callable(leaf) and not isinstance(leaf, type)
         tname = "function" if is_fn else type(leaf).__name__
         ann = "Callable" if is_fn else tname
-        raise TypeError(_errors.BAD_DYNAMIC_LEAF.format(where=where, type=tname, ann=ann, field=name))
+        raise TypeError(_errors.BAD_DYNAMIC_LEAF.format(
+            where=where, a_type=_errors.article(tname), ann=ann, field=name))
 
 
 def store(spec: Any, obj: Any, name: str, value: Any, convert: bool) -> None:

@@ -14,7 +14,7 @@ from typing_extensions import dataclass_transform
 
 from . import _compat, _deep, _display, _errors, _instance, _state
 from ._codegen import generate
-from ._field import CONVERTER, SHARDING, STATIC, annotation_is_static, field, is_static, static
+from ._field import CONVERTER, MARKS, SHARDING, STATIC, annotation_is_static, field, given_marks, is_static, static
 from ._freeze import freeze
 from ._spec import SPEC_ATTR, Spec, is_skeleton, register
 
@@ -101,6 +101,23 @@ def _prepare_defaults(cls: type, static_names: frozenset[str]) -> None:
                 setattr(cls, name, dataclasses.field(default_factory=_Constant(default)))
             else:
                 f.default, f.default_factory = dataclasses.MISSING, _Constant(default)
+
+
+def _check_marks(cls: type, annotated: frozenset[str]) -> None:
+    """Refuse a field marked both static and dynamic (``sf.field(static=False)`` with
+    ``metadata={"pytree_node": False}``, or under a ``sf.Static[T]`` annotation), naming
+    the field and the two marks. Runs before the annotations are recorded as metadata."""
+    for f in cls.__dict__["__dataclass_fields__"].values():
+        if f._field_type is not dataclasses._FIELD:  # type: ignore[attr-defined]
+            continue
+        marks = list(f.metadata.get(MARKS, given_marks(f.metadata)))
+        if f.name in annotated:
+            marks.append(("the annotation sf.Static[...]", True))
+        yes = [text for text, says in marks if says]
+        no = [text for text, says in marks if not says]
+        if yes and no:
+            raise TypeError(_errors.CONTRADICTORY_MARKS.format(
+                cls=cls.__qualname__, field=f.name, static=yes[0], dynamic=no[0]))
 
 
 def _check_field_options(cls: type) -> None:
@@ -210,7 +227,9 @@ def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_arg
             "one would leak changes between them). Pass default_factory=..., or for a "
             "NumPy array default use a jax array or make the field static."
         ) from None
-    _mark_static_annotations(cls, static_annotated | _inherited_static_annotations(cls))
+    annotated = static_annotated | _inherited_static_annotations(cls)
+    _check_marks(cls, annotated)
+    _mark_static_annotations(cls, annotated)
     _check_field_options(cls)
     all_fields = cls.__dict__["__dataclass_fields__"]
     initvars = [f for f in all_fields.values() if f._field_type is dataclasses._FIELD_INITVAR]  # type: ignore[attr-defined]

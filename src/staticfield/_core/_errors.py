@@ -44,13 +44,13 @@ JAX_ARRAY_IN_STATIC = (
 
 BOUND_METHOD = (
     "{where}: the bound method {method} cannot be stored in a field: it captures its "
-    "instance, which holds arrays (half-built while __init__ runs, and stale after "
-    "sf.replace). Store an @sf.jit_method bound method in a dynamic field instead, or a "
+    "instance, {captured}, which is half-built while __init__ runs and stale after "
+    "sf.replace. Store an @sf.jit_method bound method in a dynamic field instead, or a "
     "plain function that takes the instance as an argument."
 )
 
 IDENTITY_STATIC = (
-    "{where}: a {type} is hashed by identity, so changes made inside it in place do not "
+    "{where}: {a_type} is hashed by identity, so changes made inside it in place do not "
     "recompile (the jit cache key is the object's id). Give {type} value-based __eq__ and "
     "__hash__ (e.g. make it a frozen dataclass or an @sf.dataclass), or store its "
     "settings instead of the object in `{field}`."
@@ -69,7 +69,7 @@ UNHASHABLE_STATIC = (
 )
 
 BAD_DYNAMIC_LEAF = (
-    "{where}: a {type} is not an array, so it cannot be a dynamic (traced) field value. "
+    "{where}: {a_type} is not an array, so it cannot be a dynamic (traced) field value. "
     "Mark the field static: `{field}: {ann} = sf.static()` (or annotate it "
     "`sf.Static[{ann}]`), or decorate the class with @sf.dataclass(check=False) to "
     "skip this check."
@@ -84,6 +84,11 @@ BAD_DYNAMIC_DTYPE = (
 BAD_CONVERTER = (
     "{cls}.{field}: converter={type} is not callable, so it cannot convert the value "
     "passed for `{field}`. Pass a function such as jnp.asarray or tuple, or drop `converter`."
+)
+
+CONTRADICTORY_MARKS = (
+    "{cls}.{field}: the field is marked both static ({static}) and dynamic ({dynamic}). "
+    "A field is one or the other: keep the mark you mean and drop the other."
 )
 
 STATIC_SHARDING = (
@@ -159,6 +164,11 @@ _BUDGET_FIX_DEFAULT = (
     "Keep the changing value dynamic (a traced field or argument), reuse an earlier "
     "value, or raise max_compiles."
 )
+
+
+def article(noun: str) -> str:
+    """``noun`` with its indefinite article: ``a function``, ``an object``."""
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
 
 
 def recompile_budget_message(function: str, number: int, budget: int, event: object) -> str:

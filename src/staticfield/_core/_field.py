@@ -21,6 +21,7 @@ T = TypeVar("T")
 STATIC = "static"  # jax.tree_util.register_dataclass's convention
 PYTREE_NODE = "pytree_node"  # flax.struct's and penzai's: pytree_node=False means static
 CONVERTER = "staticfield.converter"
+MARKS = "staticfield.marks"  # the static/dynamic marks given to sf.field, checked by the decorator
 SHARDING = "staticfield.sharding"
 
 
@@ -50,7 +51,7 @@ _STATIC_IN_STRING = re.compile(r"(^|[\s\[.,(])Static\[")
 
 def field(
     *,
-    static: bool = False,
+    static: bool | None = None,
     default: Any = dataclasses.MISSING,
     default_factory: Callable[[], Any] | Any = dataclasses.MISSING,
     converter: Callable[[Any], Any] | None = None,
@@ -64,12 +65,15 @@ def field(
 
     ``static=True`` puts the value in the jit cache key (it must be hashable and is
     frozen: list→tuple, set→frozenset, dict→FrozenDict); otherwise the field is a
-    dynamic pytree child. ``converter`` runs on construction and in ``sf.replace``,
+    dynamic pytree child. Left out (``None``), the field is dynamic unless another mark
+    (``metadata``, a ``sf.Static[T]`` annotation) says static; marks that contradict
+    each other are refused when the class is decorated. ``converter`` runs on construction and in ``sf.replace``,
     never on unflatten. ``sharding`` is a ``PartitionSpec`` for ``sf.shardings``.
     A non-callable converter, or a sharding on a static field, is refused when the
     class is decorated (so the error can name the class and field).
     """
     md = dict(metadata or {})
+    md[MARKS] = given_marks(md, static)
     md[STATIC] = bool(static or md.get(STATIC, False))
     if converter is not None:
         md[CONVERTER] = converter
@@ -90,6 +94,19 @@ def static(**kwargs: Any) -> Any:
     if "static" in kwargs:
         raise TypeError("sf.static() takes no `static` argument; use sf.field(static=...) instead.")
     return field(static=True, **kwargs)
+
+
+def given_marks(metadata: Any, static: bool | None = None) -> tuple[tuple[str, bool], ...]:
+    """The static/dynamic marks in ``metadata`` (and ``static=`` when given), as
+    ``(how it was written, whether it says static)``."""
+    marks = []
+    if static is not None:
+        marks.append((f"sf.field(static={bool(static)})", bool(static)))
+    if STATIC in metadata:
+        marks.append((f'metadata={{"static": {metadata[STATIC]!r}}}', bool(metadata[STATIC])))
+    if PYTREE_NODE in metadata:
+        marks.append((f'metadata={{"pytree_node": {metadata[PYTREE_NODE]!r}}}', metadata[PYTREE_NODE] is False))
+    return tuple(marks)
 
 
 def is_static(f: dataclasses.Field) -> bool:

@@ -106,15 +106,29 @@ def _check_no_arrays(value: Any, where: str, field: str) -> None:
             _check_opaque(leaf, f"{where}{jax.tree_util.keystr(path)}", field)
 
 
-def holds_arrays(obj: Any) -> bool:
-    """Whether ``obj`` is an instance, or an object whose attributes hold arrays."""
+def captured(obj: Any) -> str | None:
+    """Why a bound method of ``obj`` cannot be a field value (``obj`` is an instance, or
+    an object whose attributes hold arrays), for ``BOUND_METHOD``; ``None`` if it can."""
+    if isinstance(obj, type):
+        return None
     if _is_instance(obj):
-        return True
+        return f"{_errors.article(type(obj).__qualname__)} (an @sf.dataclass instance)"
     try:
         leaves = jax.tree_util.tree_leaves(list(vars(obj).values()))
     except Exception:  # no __dict__, or attributes JAX cannot flatten
-        return False
-    return any(isinstance(leaf, (jax.Array, np.ndarray)) for leaf in leaves)
+        return None
+    if any(isinstance(leaf, (jax.Array, np.ndarray)) for leaf in leaves):
+        return f"{_errors.article(type(obj).__qualname__)} that holds arrays"
+    return None
+
+
+def bound_method_error(method: types.MethodType, where: str, field: str) -> TypeError | None:
+    """The ``BOUND_METHOD`` error for a bound method that captures an instance, or ``None``."""
+    why = captured(method.__self__)
+    if why is None:
+        return None
+    name = f"{type(method.__self__).__qualname__}.{method.__func__.__name__}"
+    return TypeError(_errors.BOUND_METHOD.format(where=where, method=name, captured=why, field=field))
 
 
 def _check_opaque(value: Any, where: str, field: str) -> None:
@@ -125,10 +139,9 @@ def _check_opaque(value: Any, where: str, field: str) -> None:
     elif isinstance(value, functools.partial):
         _check_no_arrays((value.func, value.args, dict(value.keywords)), f"{where}<partial>", field)
     elif isinstance(value, types.MethodType):
-        owner = value.__self__
-        if not isinstance(owner, type) and holds_arrays(owner):
-            method = f"{type(owner).__qualname__}.{value.__func__.__name__}"
-            raise TypeError(_errors.BOUND_METHOD.format(where=where, method=method, field=field))
+        error = bound_method_error(value, where, field)
+        if error is not None:
+            raise error
     elif (
         type(value).__hash__ is object.__hash__
         and hasattr(value, "__dict__")
@@ -139,10 +152,12 @@ def _check_opaque(value: Any, where: str, field: str) -> None:
         if root not in _WARNED:
             _WARNED.add(root)
             warnings.warn(
-                _errors.IDENTITY_STATIC.format(where=where, type=type(value).__qualname__, field=field),
+                _errors.IDENTITY_STATIC.format(
+                    where=where, a_type=_errors.article(type(value).__qualname__),
+                    type=type(value).__qualname__, field=field),
                 _errors.StaticFieldWarning,
                 stacklevel=5,
             )
 
 
-__all__ = ["ATOMIC", "freeze", "holds_arrays"]
+__all__ = ["ATOMIC", "bound_method_error", "freeze"]

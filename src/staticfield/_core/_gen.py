@@ -53,7 +53,8 @@ def compile_functions(
     and the docstring; ``module_globals`` becomes the functions' ``__globals__``.
     """
     body = "".join(f"    {line}\n" if line else "\n" for line in lines)
-    probe = compile("\n".join(lines) + "\n", "<staticfield probe>", "exec")
+    # compiled inside a function of the namespace names, as it will be (so ``nonlocal`` works)
+    probe = compile(f"def __sf_probe__({', '.join(namespace)}):\n{body}", "<staticfield probe>", "exec")
     used_builtins = sorted(
         {n for n in _names(probe) if n in _BUILTINS and n not in namespace and not n.startswith("__")}
     )

@@ -37,10 +37,12 @@ def __delattr__(self: Any, name: str) -> None:
 
 
 def _leaf_sig(leaf: Any) -> tuple:
-    # weak_type is part of it: a weak and a strong f32 constant promote differently
-    # (x * f16 gives f16 vs f32), so as static_argnums they must not share a program.
+    # Shape and dtype, not JAX's weak type: == compares values (a NumPy f32 array and
+    # jnp.full(2, 5.0) hold the same numbers). Where the weak type changes a program
+    # (weak_f32 * f16 is f16), jit keys on it: JAX's abstract values for traced
+    # leaves, and sf.jit's key for an instance passed as a static argument (_keys).
     if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
-        return (tuple(leaf.shape), _dtype(leaf.dtype), getattr(leaf, "weak_type", False))
+        return (tuple(leaf.shape), _dtype(leaf.dtype))
     return ((), leaf.__class__)
 
 

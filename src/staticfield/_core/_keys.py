@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import jax
 import numpy as np
 
 from ._frozendict import FrozenDict
@@ -163,14 +164,23 @@ class StaticKey(int):
         return self
 
 
+def _weak_types(value: Any) -> tuple:
+    """An instance's leaves' weak types: ``==`` ignores them, a static argument's key must
+    not (a weak and a strong f32 promote differently, so they need two programs)."""
+    if "__staticfield_spec__" not in type(value).__dict__:
+        return ()
+    return tuple(getattr(leaf, "weak_type", False) for leaf in jax.tree_util.tree_leaves(value))
+
+
 class StaticArgKey:
-    """A type-strict key for a jit static argument (``static_argnums``); ``raw`` is the value."""
+    """A type-strict key for a jit static argument (``static_argnums``); ``raw`` is the value.
+    An instance's key includes its leaves' weak types, which its ``==`` ignores."""
 
     __slots__ = ("raw", "part", "_hash")
 
     def __init__(self, raw: Any) -> None:
         self.raw = raw
-        self.part = keyable(raw)
+        self.part = (keyable(raw), _weak_types(raw))
         self._hash = hash(self.part)
 
     def __hash__(self) -> int:

@@ -24,6 +24,7 @@ from ._args import qualname, signature_parts
 from ._bound import JitMethod
 from ._engine import JitFunction
 from ._hitpath import public_function
+from .._core._spec import SPECS
 from ._tracker import UNSET, default_warn_compiles
 from ._types import JitMethodDescriptor, Jitted
 
@@ -80,6 +81,64 @@ def _shared(fn: Callable, options: dict[str, Any], make: Callable[[], Any]) -> A
     return public
 
 
+def _is_plain_method_of_instance(fn: Any) -> bool:
+    """``obj.method`` for a plain function ``method`` and a staticfield instance ``obj``."""
+    return (
+        isinstance(fn, types.MethodType)
+        and type(fn.__self__) in SPECS
+        and isinstance(fn.__func__, types.FunctionType)
+    )
+
+
+def _shift_argnums(jit_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``jax.jit(obj.method)``'s argument numbers count from the first argument after
+    ``self``; the function ``method`` takes ``self`` first."""
+    out = dict(jit_kwargs)
+    for key in ("static_argnums", "donate_argnums"):
+        nums = jit_kwargs.get(key)
+        if nums is not None:
+            out[key] = tuple(n + 1 if n >= 0 else n for n in ((nums,) if isinstance(nums, int) else nums))
+    return out
+
+
+class BoundJit(functools.partial):
+    """What ``sf.jit(obj.method)`` returns for a plain method of an instance: the shared
+    ``sf.jit`` of the function, called with ``obj`` first as a pytree argument, so a new
+    instance with new values (same statics) reuses its program, as ``obj.method`` of an
+    ``@sf.jit_method`` does. The counters and ``clear_cache`` are the shared function's."""
+
+    __slots__ = ()
+
+    def __new__(cls, shared: Any, method: types.MethodType) -> BoundJit:
+        self = super().__new__(cls, shared, method.__self__)
+        fn = method.__func__
+        for name in functools.WRAPPER_ASSIGNMENTS:
+            if hasattr(fn, name):
+                self.__dict__[name] = getattr(fn, name)
+        self.__dict__["__wrapped__"] = method
+        return self
+
+    def __getattr__(self, name: str) -> Any:  # compile_count, recompiles, cache_size, ...
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.func, name)
+
+    def lower(self, *args: Any, **kwargs: Any) -> Any:
+        """``jax.jit(...).lower`` for ``obj.method(*args, **kwargs)``."""
+        return self.func.lower(*self.args, *args, **kwargs)
+
+    def trace(self, *args: Any, **kwargs: Any) -> Any:
+        """``jax.jit(...).trace`` for ``obj.method(*args, **kwargs)``."""
+        return self.func.trace(*self.args, *args, **kwargs)
+
+    def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
+        """``jax.jit(...).eval_shape`` for ``obj.method(*args, **kwargs)``."""
+        return self.func.eval_shape(*self.args, *args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<sf.jit of bound method {self.__dict__.get('__qualname__')}: {self.func.compile_count} compile(s)>"
+
+
 @overload
 def jit(fn: Callable[P, T], /, *, max_compiles: int | None = None, warn_compiles: int | None = ...,
         **jit_kwargs: Any) -> Jitted[P, T]: ...
@@ -106,6 +165,10 @@ def jit(fn: Callable | None = None, /, *, max_compiles: int | None = None, warn_
         return functools.partial(jit, max_compiles=max_compiles, warn_compiles=warn_compiles, **jit_kwargs)
     if warn_compiles is UNSET:
         warn_compiles = default_warn_compiles()
+    if _is_plain_method_of_instance(fn) and "in_shardings" not in jit_kwargs:
+        shared = jit(fn.__func__, max_compiles=max_compiles, warn_compiles=warn_compiles,  # type: ignore[union-attr]
+                     **_shift_argnums(jit_kwargs))
+        return BoundJit(shared, fn)
     options = dict(jit_kwargs, max_compiles=max_compiles, warn_compiles=warn_compiles)
     return _shared(fn, options, lambda: public_function(
         JitFunction(fn, jit_kwargs, max_compiles, warn_compiles, method=False, rebuild=_unpickle)))

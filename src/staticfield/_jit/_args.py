@@ -12,21 +12,78 @@ from typing import Any, Callable
 
 import jax
 
+from .._core._field import annotation_is_static
+from .._core._gen import compile_functions
+
 
 def qualname(fn: Any) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
 
-def signature_parts(fn: Callable) -> tuple[list[str], dict[str, inspect.Parameter], bool, bool]:
+def signature_parts(
+    fn: Callable, follow_wrapped: bool = True
+) -> tuple[list[str], dict[str, inspect.Parameter], bool, bool]:
+    """Positional names, all parameters, and whether it takes ``*args`` / ``**kwargs``.
+
+    ``follow_wrapped=True`` reads the signature as ``jax.jit`` does (through
+    ``__wrapped__``); ``False`` reads what ``fn`` accepts (see ``call_signature``),
+    which is what a generated hit path must take.
+    """
     try:
-        params = inspect.signature(fn).parameters
+        sig = inspect.signature(fn) if follow_wrapped else call_signature(fn)
     except (TypeError, ValueError):
         return [], {}, True, True
+    params = sig.parameters
     kinds = inspect.Parameter
     positional = [p.name for p in params.values() if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
     var_pos = any(p.kind is kinds.VAR_POSITIONAL for p in params.values())
     var_kw = any(p.kind is kinds.VAR_KEYWORD for p in params.values())
     return positional, dict(params), var_pos, var_kw
+
+
+def call_signature(fn: Callable) -> inspect.Signature:
+    """The parameters a call of ``fn`` must match: ``fn``'s own, not those of a function
+    it wraps (a ``functools.wraps`` wrapper may add parameters), except that a plain
+    pass-through wrapper (``*args, **kwargs``) takes what the wrapped function takes."""
+    own = inspect.signature(fn, follow_wrapped=False)
+    kinds = inspect.Parameter
+    if own.parameters and all(p.kind in (kinds.VAR_POSITIONAL, kinds.VAR_KEYWORD) for p in own.parameters.values()):
+        return inspect.signature(fn)
+    return own
+
+
+def wrong_call(fn: Callable, args: tuple, kwargs: dict) -> None:
+    """Raise the ``TypeError`` that ``fn`` itself raises for this wrong call (CPython's
+    text, naming ``fn``): a stand-in with ``fn``'s parameters is called instead of it."""
+    stand_in = _stand_in(fn)
+    try:
+        stand_in(*args, **kwargs)
+    except TypeError as exc:
+        raise exc.with_traceback(None) from None
+    raise TypeError(f"{qualname(fn)}() got {len(args)} positional argument(s), more than it takes.")
+
+
+def _stand_in(fn: Callable) -> Callable[..., None]:
+    """A function with ``fn``'s parameter names, kinds and (placeholder) defaults, named
+    as ``fn``, that does nothing: calling it checks a call's arity as ``fn`` would."""
+    kinds = inspect.Parameter
+    parts: list[str] = []
+    star = False
+    params = list(call_signature(fn).parameters.values())
+    for i, p in enumerate(params):
+        if p.kind is kinds.KEYWORD_ONLY and not star:
+            parts.append("*")
+        star = star or p.kind in (kinds.VAR_POSITIONAL, kinds.KEYWORD_ONLY)
+        text = {kinds.VAR_POSITIONAL: f"*{p.name}", kinds.VAR_KEYWORD: f"**{p.name}"}.get(p.kind, p.name)
+        parts.append(text if p.default is p.empty else f"{text}=None")
+        following = params[i + 1].kind if i + 1 < len(params) else None
+        if p.kind is kinds.POSITIONAL_ONLY and following is not kinds.POSITIONAL_ONLY:
+            parts.append("/")
+    lines = [f"def stand_in({', '.join(parts)}):", "    return None"]
+    stand_in = compile_functions(lines, ["stand_in"], {}, what=f"arity check of {qualname(fn)}")["stand_in"]
+    stand_in.__name__ = getattr(fn, "__name__", "function")
+    stand_in.__qualname__ = qualname(fn)
+    return stand_in
 
 
 _JAX_JIT_KWARGS = frozenset(inspect.signature(jax.jit).parameters) - {"fun"}
@@ -49,8 +106,23 @@ def _as_tuple(value: Any, kind: type) -> tuple:
     return (value,) if isinstance(value, kind) else tuple(value)
 
 
+def static_annotated(fn: Callable, params: dict[str, inspect.Parameter]) -> list[str]:
+    """The parameters annotated ``sf.Static[T]`` (object or string annotation): static
+    arguments, as if named in ``static_argnames`` (``jdc.jit``'s rule)."""
+    target = inspect.unwrap(fn) if callable(fn) else fn
+    target = getattr(target, "__func__", target)
+    globalns = getattr(target, "__globals__", {})
+    kinds = inspect.Parameter
+    return [
+        n for n, p in params.items()
+        if p.annotation is not p.empty and p.kind not in (kinds.VAR_POSITIONAL, kinds.VAR_KEYWORD)
+        and annotation_is_static(p.annotation, globalns, {})
+    ]
+
+
 def resolve_static(fn: Callable, jit_kwargs: dict) -> tuple[list[str], frozenset, frozenset]:
-    """Both ways of naming static arguments, resolved against the signature, checked."""
+    """Both ways of naming static arguments, and ``sf.Static[T]`` annotations, resolved
+    against the signature, checked."""
     name = qualname(fn)
     positional, params, var_pos, var_kw = signature_parts(fn)
     nums = []
@@ -72,6 +144,7 @@ def resolve_static(fn: Callable, jit_kwargs: dict) -> tuple[list[str], frozenset
                 f"{name}: static_argnames names {n!r}, which is not one of its parameters "
                 f"({', '.join(params) or 'none'}). Fix the name, or add the parameter."
             )
+    names += [n for n in static_annotated(fn, params) if n not in names]
     kinds = inspect.Parameter
     static_pos = set(nums) | {positional.index(n) for n in names if n in positional}
     static_names = set(names) | {

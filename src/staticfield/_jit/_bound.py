@@ -63,6 +63,7 @@ class JitMethod:
         self._name = name
         self._owner = owner
         self._jit.attr_name = name
+        self._jit.owner = owner
 
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
         try:

@@ -20,7 +20,8 @@ from .._core import _compat
 from .._explain import _describe
 from ._args import check_jit_kwargs, qualname, resolve_donation, resolve_static
 from .._deps._share import Deps, check_deps
-from .._core._errors import RecompileError
+from .._core._errors import RecompileError, article
+from ._hints import add_hint
 from ._hitpath import deps_bound_call, deps_method_call, general_call, method_call
 from .._core._keys import StaticArgKey
 from .._core._spec import SPECS
@@ -39,6 +40,12 @@ from ._variant import Split, StaticArg, make_jitted
 logger = logging.getLogger("staticfield")
 
 _OWN_KWARGS = ("static_argnums", "static_argnames")
+
+_NO_INSTANCE = (
+    "{name}() takes an instance of {cls} as `self`, got {got}: it was called on the class "
+    "without an instance. Call it on an instance, `obj.{attr}(...)`, or pass one first: "
+    "`{cls}.{attr}(obj, ...)`."
+)
 
 
 class JitFunction:
@@ -66,6 +73,7 @@ class JitFunction:
         if deps != "all":
             self.options["deps"] = deps
         self.attr_name: str = getattr(fn, "__name__", "method")  # a jit_method's class attribute
+        self.owner: type | None = None  # a jit_method's class (set by JitMethod.__set_name__)
         self.method = method
         self.variants: dict[Any, tuple[Any, tuple]] = {}
         self.tracker = Tracker(name, max_compiles, warn_compiles, self.cache_size)
@@ -249,8 +257,9 @@ class JitFunction:
             raise
         try:
             out = self.fn(*args, **kwargs) if deps is None else deps.run(self.fn, base, args, kwargs)
-        except BaseException:
+        except BaseException as exc:
             tracker.abort(ticket)
+            add_hint(exc, self.names, args, kwargs)
             raise
         tracker.commit(ticket)  # only a trace that succeeded counts
         self._compiled.add(vkey)
@@ -298,6 +307,11 @@ class JitFunction:
             ) from None
 
     def _not_an_instance(self, obj: Any) -> None:
+        owner = self.owner
+        if owner is not None and owner in SPECS and not isinstance(obj, owner):
+            raise TypeError(_NO_INSTANCE.format(
+                name=qualname(self.fn), cls=owner.__qualname__, got=article(type(obj).__qualname__),
+                attr=self.attr_name))
         raise TypeError(
             f"{qualname(self.fn)}: @sf.jit_method passes `self` to jax.jit as a pytree, so "
             f"`self` must be an @sf.dataclass instance, got {type(obj).__qualname__}. Decorate "

@@ -14,7 +14,7 @@ import functools
 import types
 from typing import Any, Callable
 
-from ._args import qualname, signature_parts
+from ._args import qualname, signature_parts, wrong_call
 from .._deps._share import Abort
 from .._core._gen import compile_functions
 from .._core._spec import SPECS
@@ -22,11 +22,11 @@ from .._core._deep import rebuild
 from .._core._state import DEEP_ATTR, FLAT_ATTR
 from .._core._traceback import hide
 
-# Names the generated code uses: a parameter called one of these takes the *args path.
+# Names the fixed-arity generated code uses (besides c0.., k0.. and __sf_ names): a
+# parameter called one of these takes the *args path, whose code names no parameter.
 _GENERATED_NAMES = (
-    "self", "obj", "jitted", "children", "key", "keys", "vkey", "dyn", "a", "args", "kwargs",
-    "variants", "miss", "general", "SPECS", "_", "KeyError", "AttributeError", "tuple",
-    "hide", "exc", "Exception",
+    "obj", "jitted", "children", "key", "vkey", "variants", "miss", "SPECS", "_", "KeyError",
+    "AttributeError", "hide", "exc", "Exception", "out",
 )
 
 
@@ -39,8 +39,9 @@ def _hiding(lines: list[str]) -> list[str]:
 
 def plain_positional(fn: Callable, skip_self: bool = True, reserved: tuple = ()) -> list[str] | None:
     """The parameter names (after ``self`` for a method) when all are positional without
-    defaults, so a generated hit path can take exactly those arguments."""
-    positional, params, var_pos, var_kw = signature_parts(fn)
+    defaults, so a generated hit path can take exactly those arguments: those ``fn``
+    itself takes, not those of a function it wraps."""
+    positional, params, var_pos, var_kw = signature_parts(fn, follow_wrapped=False)
     if var_pos or var_kw or len(params) != len(positional) or (skip_self and not positional):
         return None
     rest = positional[1:] if skip_self else positional
@@ -51,6 +52,23 @@ def plain_positional(fn: Callable, skip_self: bool = True, reserved: tuple = ())
     ):
         return None
     return rest
+
+
+def _self_name(fn: Callable, reserved: tuple = ()) -> str:
+    """The name of a method's first parameter (``self``), for the generated hit path, so
+    that a call without it reports the user's name; ``obj`` if that name is taken."""
+    positional = signature_parts(fn, follow_wrapped=False)[0]
+    name = positional[0] if positional else "obj"
+    taken = name in _GENERATED_NAMES or name in reserved or not name.isidentifier() or name.startswith("__")
+    return "obj" if taken and name != "self" else name
+
+
+def _as_user(call: Callable[..., Any], fn: Callable) -> Callable[..., Any]:
+    """Name a generated hit path as the user's function: a call with a wrong number of
+    arguments fails before it runs, with CPython's message naming ``__qualname__``."""
+    call.__name__ = getattr(fn, "__name__", call.__name__)
+    call.__qualname__ = qualname(fn)
+    return call
 
 
 def general_call(prepare: Callable[[tuple, dict], tuple[Any, list, dict]]) -> Callable[..., Any]:
@@ -67,7 +85,9 @@ def general_call(prepare: Callable[[tuple, dict], tuple[Any, list, dict]]) -> Ca
     return call
 
 
-def _plain_lines(params: list[str] | None) -> list[str]:
+def _plain_lines(params: list[str] | None) -> tuple[list[str], list[str]]:
+    """The hit path of ``sf.jit`` without static arguments (``call``), and more top-level
+    code it uses."""
     if params is None or len(params) > 16:
         return [
             "def call(*args, **kwargs):",
@@ -87,23 +107,44 @@ def _plain_lines(params: list[str] | None) -> list[str]:
             "    except KeyError:",
             "        jitted, _ = miss(vkey, args, keys)",
             "    return jitted(*dyn, **kwargs)",
-        ]
+        ], []
+    args = "".join(f"{p}, " for p in params)
+    nones = "".join("None, " for _ in params)
     lines = [f"def call({', '.join(params)}):"]
-    for i, name in enumerate(params):
+    if params:  # any instance argument: look its variant up by the arguments' keys
+        lines.append(f"    if {' or '.join(f'{p}.__class__ in SPECS' for p in params)}:")
+        for i, name in enumerate(params):
+            lines += [
+                f"        if {name}.__class__ in SPECS:",
+                f"            c{i}, k{i} = {name}.{FLAT_ATTR}",
+                "        else:",
+                f"            c{i} = {name}; k{i} = None",
+            ]
+        keys = "".join(f"k{i}, " for i in range(len(params)))
         lines += [
-            f"    if {name}.__class__ in SPECS:",
-            f"        c{i}, k{i} = {name}.{FLAT_ATTR}",
-            "    else:",
-            f"        c{i} = {name}; k{i} = None",
+            f"        vkey = ({keys})",
+            "        try:",
+            "            jitted, _ = variants[vkey]",
+            "        except KeyError:",
+            f"            jitted, _ = miss(vkey, ({args}), [{keys}])",
+            f"        return jitted({', '.join(f'c{i}' for i in range(len(params)))})",
         ]
-    keys = ", ".join(f"k{i}" for i in range(len(params)))
-    return lines + [
-        f"    vkey = ({keys},)",
+    lines.append(f"    return __sf_plain({args})")
+    # Only plain arguments: the variant is always the same one, so after its first
+    # successful call (its trace succeeded: a compiled variant is never dropped) the hit
+    # path calls its jax.jit directly, with no key to build or look up.
+    return lines, [
+        f"def __sf_first({', '.join(params)}):",
+        "    nonlocal __sf_plain",
+        f"    vkey = ({nones})",
         "    try:",
         "        jitted, _ = variants[vkey]",
         "    except KeyError:",
-        f"        jitted, _ = miss(vkey, ({', '.join(params)},), [{keys}])",
-        f"    return jitted({', '.join(f'c{i}' for i in range(len(params)))})",
+        f"        jitted, _ = miss(vkey, ({args}), [{nones}])",
+        f"    out = jitted({args})",
+        "    __sf_plain = jitted",
+        "    return out",
+        "__sf_plain = __sf_first",
     ]
 
 
@@ -132,15 +173,16 @@ def public_function(engine: Any) -> Callable[..., Any]:
     (children, key), one dict lookup, then JAX.
     """
     fn = engine.fn
+    more: list[str] = []
     if engine.has_static:
         lines = ["def call(*args, **kwargs):", "    return general(*args, **kwargs)"]
     else:
-        lines = _plain_lines(plain_positional(fn, skip_self=False))
-    lines = _hiding(lines)
+        lines, more = _plain_lines(plain_positional(fn, skip_self=False))
+    lines = _hiding(lines) + more
     namespace = {"SPECS": SPECS, "variants": engine.variants, "miss": engine.general_miss, "general": engine.call,
-                 "hide": hide}
+                 "hide": hide, "__sf_plain": None}
     call = compile_functions(lines, ["call"], namespace, what=f"sf.jit hit path of {qualname(fn)}")["call"]
-    wrapper = JitWrapper(call)
+    wrapper = JitWrapper(_as_user(call, fn))
     state = engine.tracker.__dict__
     state.update({k: v for k, v in getattr(fn, "__dict__", {}).items() if not k.startswith("__staticfield")})
     state.update(
@@ -149,7 +191,7 @@ def public_function(engine: Any) -> Callable[..., Any]:
     )
     state["__source__"] = call.__source__  # type: ignore[attr-defined]
     wrapper.__dict__ = state
-    for name in ("__module__", "__name__", "__qualname__", "__doc__"):
+    for name in functools.WRAPPER_ASSIGNMENTS:  # as functools.wraps: __annotations__ too
         if hasattr(fn, name):
             state[name] = getattr(fn, name)
     return wrapper
@@ -159,25 +201,29 @@ def method_call(fn: Callable, variants: dict, miss: Callable[[Any], tuple]) -> C
     """The hit path of a jit_method: one key lookup, then JAX with the children.
 
     When the method takes only plain positional parameters, the function has that
-    exact signature, so both calls are vectorcalls with no *args/**kwargs packing.
+    exact signature, so both calls are vectorcalls with no *args/**kwargs packing. Its
+    first parameter has the name of the user's ``self``, and the function the user's
+    name, so a wrong call reads as the user's own function's.
     """
     params = plain_positional(fn)
+    obj = _self_name(fn)
     if params is None:
-        signature, forward = "obj, /, *args, **kwargs", "*args, **kwargs"
+        signature, forward = f"{obj}, /, *args, **kwargs", "*args, **kwargs"
     else:
-        signature = ", ".join(["obj", *params])
+        signature = ", ".join([obj, *params])
         forward = ", ".join(params)
     lines = _hiding([
         f"def call({signature}):",
         "    try:",
-        f"        children, key = obj.{FLAT_ATTR}",
+        f"        children, key = {obj}.{FLAT_ATTR}",
         "        jitted, _ = variants[key]",
         "    except (KeyError, AttributeError):",
-        "        jitted, children = miss(obj)",
+        f"        jitted, children = miss({obj})",
         f"    return jitted(children{', ' if forward else ''}{forward})",
     ])
     namespace = {"variants": variants, "miss": miss, "hide": hide}
-    return compile_functions(lines, ["call"], namespace, what=f"jit_method hit path of {qualname(fn)}")["call"]
+    call = compile_functions(lines, ["call"], namespace, what=f"jit_method hit path of {qualname(fn)}")["call"]
+    return _as_user(call, fn)
 
 
 _DEPS_NAMES = ("retry", "Abort", "entry", "out", "get")  # more names the deps hit paths use
@@ -206,23 +252,25 @@ def deps_method_call(fn: Callable, variants: dict, retry: Callable[..., Any]) ->
     was moved to another program meanwhile; a ``try`` costs nothing on a hit.
     """
     params = plain_positional(fn, reserved=_DEPS_NAMES)
+    obj = _self_name(fn, _DEPS_NAMES)
     if params is None:
-        signature, forward = "obj, /, *args, **kwargs", "*args, **kwargs"
+        signature, forward = f"{obj}, /, *args, **kwargs", "*args, **kwargs"
     else:
-        signature, forward = ", ".join(["obj", *params]), ", ".join(params)
+        signature, forward = ", ".join([obj, *params]), ", ".join(params)
     rest = f", {forward}" if forward else ""
     lines = _hiding([
         f"def call({signature}):",
         "    try:",
-        f"        children, key = obj.{DEEP_ATTR}",
+        f"        children, key = {obj}.{DEEP_ATTR}",
         "    except AttributeError:",
         "        children = key = entry = None",
         "    else:",
         "        entry = get(key)",
-        *_deps_tail(rest, "obj"),
+        *_deps_tail(rest, obj),
     ])
     namespace = {"variants": variants, "get": variants.get, "retry": retry, "Abort": Abort, "hide": hide}
-    return compile_functions(lines, ["call"], namespace, what=f"deps hit path of {qualname(fn)}")["call"]
+    call = compile_functions(lines, ["call"], namespace, what=f"deps hit path of {qualname(fn)}")["call"]
+    return _as_user(call, fn)
 
 
 def deps_bound_call(fn: Callable, variants: dict, retry: Callable[..., Any]) -> Callable[..., Any]:
@@ -230,20 +278,28 @@ def deps_bound_call(fn: Callable, variants: dict, retry: Callable[..., Any]) -> 
 
     The key's variant is looked up on each call (a key may be moved to another
     program); otherwise as ``deps_method_call``, with the instance rebuilt from its
-    children and key when it must call again.
+    children and key when it must call again. Its two leading parameters are not the
+    user's, so surplus arguments land in ``*extra`` and are reported as the user's
+    function would report them (an empty ``*extra`` costs next to nothing).
     """
     params = plain_positional(fn, reserved=_DEPS_NAMES)
+    check = []
     if params is None:
         signature, forward = "children, key, /, *args, **kwargs", "*args, **kwargs"
     else:
-        signature, forward = ", ".join(["children", "key", *params]), ", ".join(params)
+        # (user parameter names never start with "__": see plain_positional)
+        signature, forward = ", ".join(["children", "key", *params, "*__sf_extra"]), ", ".join(params)
+        check = ["    if __sf_extra:",
+                 f"        __sf_wrong_call(__sf_fn, (None, {forward}{', ' if forward else ''}*__sf_extra), {{}})"]
     rest = f", {forward}" if forward else ""
     again = "rebuild(key, children)"
     lines = _hiding([
         f"def call({signature}):",
+        *check,
         "    entry = get(key)",
         *_deps_tail(rest, again),
     ])
     namespace = {"variants": variants, "get": variants.get, "retry": retry, "Abort": Abort, "hide": hide,
-                 "rebuild": rebuild}
-    return compile_functions(lines, ["call"], namespace, what=f"deps bound method of {qualname(fn)}")["call"]
+                 "rebuild": rebuild, "__sf_wrong_call": wrong_call, "__sf_fn": fn}
+    call = compile_functions(lines, ["call"], namespace, what=f"deps bound method of {qualname(fn)}")["call"]
+    return _as_user(call, fn)

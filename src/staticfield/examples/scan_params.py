@@ -13,10 +13,9 @@ from jax import lax
 import staticfield as sf
 
 
-@sf.dataclass
-class Params:
+class Params(sf.Struct):
     x_array: jax.Array  # dynamic: traced, new values never recompile
-    a: int = sf.static()  # static: part of the compile cache key
+    a: sf.Static[int]  # static: part of the compile cache key
 
     @sf.jit_method
     def one_step(self, carry, x):

@@ -11,8 +11,7 @@ import jax.numpy as jnp
 import staticfield as sf
 
 
-@sf.dataclass
-class Poly:
+class Poly(sf.Struct):
     coeffs: jax.Array  # c0 + c1 x + c2 x**2 + ...
 
     @sf.jit_method

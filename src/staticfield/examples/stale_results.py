@@ -34,8 +34,7 @@ class HashedModel(PlainModel):
         return type(other) is HashedModel and bool((self.w == other.w).all())
 
 
-@sf.dataclass
-class Model:
+class Model(sf.Struct):
     w: jax.Array
 
     @sf.jit_method

@@ -11,11 +11,10 @@ import jax.numpy as jnp
 import staticfield as sf
 
 
-@sf.dataclass
-class Dense:
+class Dense(sf.Struct):
     w: jax.Array
     b: jax.Array
-    use_bias: bool = sf.static(default=True)
+    use_bias: sf.Static[bool] = True
 
     @sf.jit_method
     def apply(self, x):
