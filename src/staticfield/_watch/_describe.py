@@ -24,6 +24,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 
+from .._core._display import short_dtype
 
 HINT_HELD_STATIC = (
     "equinox's filter_jit holds every non-array argument static, so each new value "
@@ -38,7 +39,7 @@ class Leaf(NamedTuple):
     sharding: str
 
     def show(self) -> str:
-        return f"{self.dtype}[{','.join(map(str, self.shape))}]"
+        return f"{short_dtype(self.dtype)}[{','.join(map(str, self.shape))}]"  # f32[3], as JAX
 
 
 class Node(NamedTuple):
