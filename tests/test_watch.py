@@ -80,7 +80,7 @@ def test_demo_output_reaches_stdout_and_report_stderr(demo):
     """The script's own output is untouched on stdout; the report goes to stderr."""
     proc, _ = demo
     assert proc.stdout == "done\n"
-    assert "staticfield watch: 5 jitted function(s), 13 compile(s); trace " in proc.stderr
+    assert "staticfield watch: 5 jitted function(s), 13 compile(s); trace " in one_line(proc.stderr)
     assert f"watch_demo.py:{demo_line('@jax.jit')}): 4 compiles" in proc.stderr  # apply
 
 

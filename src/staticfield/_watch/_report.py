@@ -25,10 +25,10 @@ def render(functions: Sequence[Any], notices: Sequence[str]) -> str:
     eager op-by-op compiles summed on one line after them."""
     jitted = [f for f in functions if not f.eager]
     eager = [f for f in functions if f.eager]
-    lines = [
+    lines = _fitted(
         f"staticfield watch: {len(jitted)} jitted function(s), "
-        f"{sum(f.count for f in jitted)} compile(s); {_seconds(jitted)}"
-    ]
+        f"{sum(f.count for f in jitted)} compile(s);", _seconds(jitted)
+    )
     for f in sorted(jitted, key=lambda f: -f.count):
         lines.append("")
         lines += _function_lines(f)
@@ -51,6 +51,13 @@ def _seconds(functions: Sequence[Any]) -> str:
     )
 
 
+def _fitted(head: str, times: str) -> list[str]:
+    """``head  times`` on one line if it fits, else the times on a line of their own."""
+    if len(head) + 2 + len(times) <= WIDTH:
+        return [f"{head}  {times}"]
+    return [*wrap(head, "    "), f"  {times}"]
+
+
 def wrap(text: str, indent: str, first: str = "") -> list[str]:
     """``text`` in lines of at most WIDTH columns; later lines indented by ``indent``."""
     return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=indent,
@@ -63,10 +70,7 @@ def _function_lines(f: Any) -> list[str]:
     failed = f", and {f.failed_traces} trace(s) that raised" if f.failed_traces else ""
     if f.uncompiled:
         failed += f", and {f.uncompiled} trace(s) by .lower/.trace/.eval_shape"
-    head = f"{f.name}{where}: {f.count} {plural}{failed}"
-    times = f"[{_seconds([f])}]"
-    fits = len(head) + 2 + len(times) <= WIDTH
-    lines = [f"{head}  {times}"] if fits else [*wrap(head, "    "), f"  {times}"]
+    lines = _fitted(f"{f.name}{where}: {f.count} {plural}{failed}", f"[{_seconds([f])}]")
     compiled_before = False
     for c in f.compiles:
         at = f" at {c.call_site}" if c.call_site else ""
