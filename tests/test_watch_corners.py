@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -251,4 +250,5 @@ def test_a_whole_structure_changed_starts_with_a_one_line_summary():
     lines = text.splitlines()
     at = next(i for i, line in enumerate(lines) if line.lstrip().startswith("#2"))
     assert "14 changes (13 shape, 1 static) in tree" in lines[at]
+    assert "at tests/test_watch_corners.py:" in lines[at]  # the user's line, not a hit path
     assert lines[at + 1].strip().startswith("tree.")

@@ -17,7 +17,6 @@ from typing import Any, Callable, Sequence
 from .._explain._diff import Change
 from ._describe import Description, Leaf, Node, Static, one_line, short
 
-
 HINTS = {
     "shape": "every new shape compiles once; pad or bucket inputs to a few fixed shapes",
     "dtype": "pass one dtype on every call, e.g. x.astype(jnp.float32) before the call",
