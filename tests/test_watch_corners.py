@@ -34,11 +34,21 @@ f = jax.pmap(lambda x: x * 2)
 f(jnp.ones((8, 2)))
 f(jnp.ones((8, 3)))
 f(jnp.ones((8, 3), jnp.int32))
+
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+mesh = jax.make_mesh((8,), ("i",))
+def body(x):
+    return x + 1
+g = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i")))
+for n in (8, 16):
+    g(jax.device_put(jnp.ones(n), NamedSharding(mesh, P("i"))))
 """
 
 
-def test_pmap_compiles_are_counted_and_explained(tmp_path):
-    """A pmap that compiles 3 times on 8 devices is one function with 3 compiles, over budget 1."""
+def test_pmap_and_shard_map_compiles_are_counted_and_explained(tmp_path):
+    """A pmap that compiles 3 times on 8 devices is one function with 3 compiles, over budget 1;
+    a jit of a shard_map is its body, with its argument names."""
     (tmp_path / "prog.py").write_text(PMAP)
     proc = subprocess.run(
         [sys.executable, "-m", "staticfield", "watch", "--json", "r.json", "--max-compiles", "1",
@@ -47,14 +57,16 @@ def test_pmap_compiles_are_counted_and_explained(tmp_path):
         env={**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8"},
     )
     assert proc.returncode == 1, proc.stderr
-    assert "1 jitted function(s), 3 compile(s)" in proc.stderr
-    (entry,) = [f for f in json.loads((tmp_path / "r.json").read_text())["functions"]
-                if not f["eager"]]
+    assert "2 jitted function(s), 5 compile(s)" in proc.stderr
+    entry, body = [f for f in json.loads((tmp_path / "r.json").read_text())["functions"]
+                   if not f["eager"]]
     assert entry["name"] == "<lambda>" and entry["location"] == "prog.py:4"
     assert entry["compiles"] == 3
     assert [(c["path"], c["kind"]) for c in entry["events"][1]["changes"]] == [("x", "shape")]
     assert [(c["path"], c["kind"]) for c in entry["events"][2]["changes"]] == [("x", "dtype")]
     assert "compiled 3 times, over --max-compiles 1" in proc.stderr
+    assert (body["name"], body["compiles"]) == ("body", 2)  # jit of shard_map: by its own names
+    assert [(c["path"], c["kind"]) for c in body["events"][1]["changes"]] == [("x", "shape")]
 
 
 def make(k: float) -> Callable:

@@ -71,7 +71,8 @@ def argument_names(fun: Callable, n_args: int) -> list[str]:
     """The names of the first ``n_args`` positional parameters (``args[i]`` past them)."""
     code = getattr(fun, "__code__", None)
     names: list[str]
-    if isinstance(fun, types.FunctionType) and code is not None:  # fast: no inspect
+    if isinstance(fun, types.FunctionType) and code is not None and not hasattr(fun, "__wrapped__"):
+        # fast: no inspect (a wrapper, such as shard_map's, is read through __wrapped__)
         names = list(code.co_varnames[: code.co_argcount])
         if code.co_flags & inspect.CO_VARARGS and n_args > len(names):
             star = code.co_varnames[code.co_argcount + code.co_kwonlyargcount]
