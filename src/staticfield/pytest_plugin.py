@@ -138,7 +138,7 @@ class _Baseline:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call":
             for key, value in report.user_properties:
-                if key == _COUNT:
+                if key == _COUNT and isinstance(value, int):
                     self.state.seen[report.nodeid] = value
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:

@@ -213,9 +213,10 @@ def closest(earlier: Sequence[Description | None], new: Description) -> tuple[in
     """
     best: tuple[int, list[Change]] = (-1, [])
     for i in range(len(earlier) - 1, max(-1, len(earlier) - 1 - CLOSEST_WINDOW), -1):
-        if earlier[i] is None:  # not a candidate (another function object's compile)
+        old = earlier[i]
+        if old is None:  # not a candidate (another function object's compile)
             continue
-        changes = diff(earlier[i], new)
+        changes = diff(old, new)
         if best[0] < 0 or len(changes) < len(best[1]):
             best = (i, changes)
             if not changes:

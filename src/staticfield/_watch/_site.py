@@ -67,7 +67,7 @@ def identify(fun: Callable, dbg: Any) -> tuple[Any, str, str, bool]:
     if getattr(fun, "_apply_primitive", False):
         name = getattr(fun, "__name__", "primitive")
         return ("eager", name), name, "", True
-    f = fun
+    f: Any = fun
     while isinstance(f, functools.partial) or type(f).__name__ == "HashablePartial":
         f = f.func if isinstance(f, functools.partial) else f.f  # JAX's own partial: .f
     f = _user_function(getattr(f, "__func__", f))  # a bound method: its function
