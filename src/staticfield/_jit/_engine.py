@@ -32,6 +32,7 @@ from ._tracker import (
     check_positive,
     default_warn_compiles,
 )
+from ._deps_args import RestDeps
 from ._variant import Split, StaticArg, make_jitted
 
 logger = logging.getLogger("staticfield")
@@ -75,18 +76,18 @@ class JitFunction:
         self._jit_kwargs.update(resolve_donation(fn, self._jit_kwargs))
         self.has_static = bool(self.static_pos or self.static_names)
         self.fast = method and not self.has_static
-        # deps="read": programs shared by the statics the method reads (see _deps).
+        # deps="read": programs shared by the statics the method reads (see _deps); with
+        # static arguments, one Deps per value of the other arguments' keys (_deps_args).
         self.deps: Deps | None = None
-        if deps == "read":
-            if not self.fast:
-                raise TypeError(
-                    f"@sf.jit_method: {name}: deps=\"read\" does not support static_argnums or "
-                    "static_argnames yet. Make those arguments static fields of self, or use "
-                    "the default deps=\"all\"."
-                )
-            self.deps = Deps(self.variants, self._make_method_jitted, self.names[0], self._not_an_instance)
+        self.rest_deps: RestDeps | None = None
+        if deps == "read" and self.fast:
+            self.deps = Deps(self.variants, self._make_method_jitted, self.names[0], self._not_an_instance,
+                             fn, self.tracker.function)
+        elif deps == "read":
+            self.rest_deps = RestDeps(self)
         self.call: Callable[..., Any] = (
-            general_call(self.prepare) if not self.fast
+            self.rest_deps.call if self.rest_deps is not None
+            else general_call(self.prepare) if not self.fast
             else method_call(self.fn, self.variants, self.method_miss) if self.deps is None
             else deps_method_call(self.fn, self.variants, self.deps.retry)
         )
@@ -94,8 +95,9 @@ class JitFunction:
         self.bound_call = deps_bound_call(fn, self.variants, self.deps.retry) if self.deps else None
 
     # ----- the general path (static arguments) ---------------------------------------
-    def prepare(self, args: tuple, kwargs: dict) -> tuple[Any, list, dict]:
-        """Pick the variant for these arguments; return it with what JAX should see."""
+    def parts(self, args: tuple, kwargs: dict) -> tuple[list, dict]:
+        """Per argument its key part (static key, instance key, or ``None``), then the static
+        keywords as ``(name, key)``; and the keywords left for JAX."""
         static_pos = self.static_pos
         parts: list[Any] = []
         for i, a in enumerate(args):
@@ -111,6 +113,12 @@ class JitFunction:
             kwargs = dict(kwargs)
             for name in sorted(self.static_names.intersection(kwargs)):
                 parts.append((name, self._static_key(kwargs.pop(name), name)))
+        return parts, kwargs
+
+    def prepare(self, args: tuple, kwargs: dict) -> tuple[Any, list, dict]:
+        """Pick the variant for these arguments; return it with what JAX should see."""
+        static_pos = self.static_pos
+        parts, kwargs = self.parts(args, kwargs)
         vkey = tuple(parts)
         try:
             jitted, split = self.variants[vkey]
@@ -139,6 +147,8 @@ class JitFunction:
         return jitted, [children, *args[1:]], kwargs
 
     def _aot(self, what: str, args: tuple, kwargs: dict) -> Any:
+        if self.rest_deps is not None:
+            return self.rest_deps.aot(what, args, kwargs)
         if self.deps is not None and args:
             return self.deps.call(args[0], lambda jitted, children: getattr(jitted, what)(
                 children, *args[1:], **kwargs))
@@ -166,7 +176,10 @@ class JitFunction:
 
     def programs(self) -> list[Any]:
         """Each variant's ``jax.jit`` once (with deps="read", several keys share one)."""
-        return list({id(jitted): jitted for jitted, _ in list(self.variants.values())}.values())
+        jitted = [j for j, _ in list(self.variants.values())]
+        if self.rest_deps is not None:
+            jitted += self.rest_deps.programs()
+        return list({id(j): j for j in jitted}.values())
 
     def cache_size(self) -> int:
         """JAX's count of compiled executables over all static variants."""
@@ -209,7 +222,9 @@ class JitFunction:
 
     def _make_jitted(self, vkey: Any, layout: dict[int, Any], static_kwargs: tuple) -> Any:
         traced = functools.partial(self._traced, vkey)
-        return make_jitted(self.fn, layout, static_kwargs, traced, self._jit_kwargs, self.static_pos)
+        deps = self.deps if self.rest_deps is None else self.rest_deps.of(vkey)[0]
+        return make_jitted(self.fn, layout, static_kwargs, traced, self._jit_kwargs, self.static_pos,
+                           deps.explain if deps is not None else None)
 
     def _traced(self, vkey: Any, args: tuple, kwargs: dict) -> Any:
         """The user's function while JAX traces it: described, budgeted, counted."""
@@ -220,16 +235,19 @@ class JitFunction:
             logger.warning("staticfield could not describe the arguments of %s (%s: %s); "
                                     "the call goes on", tracker.function, type(exc).__name__, exc)
             description = None
-        annotate = self.deps.annotate if self.deps is not None else None
+        deps, base = (self.deps, vkey) if self.deps is not None else (
+            self.rest_deps.of(vkey) if self.rest_deps is not None else (None, vkey))
         try:
-            ticket = tracker.begin(description, type(args[0]) if self.method and args else None, annotate)
+            ticket = tracker.begin(description, type(args[0]) if self.method and args else None,
+                                   deps.annotate if deps is not None else None)
         except RecompileError:
+            variants = self.variants if deps is None else deps.variants
             with self._lock:  # refused: not cached either, unless the variant has programs
                 if vkey not in self._compiled:
-                    self.variants.pop(vkey, None)
+                    variants.pop(base, None)
             raise
         try:
-            out = self.fn(*args, **kwargs) if self.deps is None else self.deps.run(self.fn, vkey, args, kwargs)
+            out = self.fn(*args, **kwargs) if deps is None else deps.run(self.fn, base, args, kwargs)
         except BaseException:
             tracker.abort(ticket)
             raise

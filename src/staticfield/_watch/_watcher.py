@@ -180,6 +180,9 @@ class watch:
                 earlier = [d if not own or o == id(fun) else None
                            for d, o in zip(entry._descriptions, entry._owners)]
                 changes = _diff.closest(earlier, description)[1]
+                explain = getattr(fun, "__sf_explain__", None)  # deps="read": by what was read
+                if explain is not None:
+                    changes = explain(changes)
                 if not entry.note and user_call is None and not own:
                     changes.insert(0, _diff.new_function(fun))
             _remember(entry, fun)
@@ -192,8 +195,9 @@ class watch:
             self._by_source[str(getattr(dbg, "func_src_info", ""))] = entry
         self._local.current = (record, squash(getattr(fun, "__name__", "")), entry)
 
-    def _trace_raised(self) -> None:
-        """The user's function raised while tracing: nothing compiled, so forget the trace."""
+    def _trace_raised(self, retrace: bool = False) -> None:
+        """The user's function raised while tracing: nothing compiled, so forget the trace
+        (and count it as failed, unless staticfield stopped it to trace again)."""
         current, self._local.current = getattr(self._local, "current", None), None
         if current is None:
             return
@@ -203,7 +207,7 @@ class watch:
             entry._descriptions.pop()
             entry._owners.pop()
             entry._placements.pop()
-            entry.failed_traces += 1
+            entry.failed_traces += not retrace
 
     def _calling(self, args: tuple, params: dict) -> None:
         """JAX runs a traced function afresh (its C++ cache missed): note the placements."""
