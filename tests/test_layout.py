@@ -64,9 +64,22 @@ def test_every_subpackage_says_what_it_owns_and_imports():
 def test_no_module_outside_the_rooms():
     """Every implementation module lives in a subpackage; the root holds only entry points."""
     root = sorted(p.name for p in PACKAGE.glob("*.py"))
-    assert root == ["__init__.py", "__main__.py", "_moved.py"]
+    assert root == ["__init__.py", "__main__.py", "_moved.py", "pytest_plugin.py"]
     assert sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__") == sorted(
         [*ALLOWED, "examples"])
+
+
+def test_pytest_plugin_imports_only_watch_and_nothing_at_import():
+    """The pytest plugin sits on top: it imports `_watch` only, and only inside functions."""
+    tree = ast.parse((PACKAGE / "pytest_plugin.py").read_text())
+    ours = {
+        (node.module or "").split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level
+    }
+    assert ours == {"_watch"}
+    top = [n for n in tree.body if isinstance(n, ast.ImportFrom) and n.level]
+    assert not top  # only inside the functions that need them
 
 
 _LOAD = """

@@ -18,11 +18,12 @@ import sys
 import traceback
 from typing import Callable, Sequence
 
+from ._report import wrap
 from ._watcher import watch
 
 OVER_BUDGET = (
-    "staticfield watch: {name} ({location}) compiled {count} times, over --max-compiles {limit}; "
-    "see its recompiles above for the fix"
+    "staticfield watch: {name} compiled {count} times, over --max-compiles {limit} "
+    "({location}); see its recompiles above for the fix"
 )
 
 
@@ -101,8 +102,9 @@ def _finish(watcher: watch, status: int, options: argparse.Namespace) -> int:
     if options.max_compiles is not None:
         over = watcher.over_budget(options.max_compiles)
         for fn in over:
-            print(OVER_BUDGET.format(name=fn.name, location=fn.location or "no location",
-                                     count=fn.count, limit=options.max_compiles), file=sys.stderr)
+            text = OVER_BUDGET.format(name=fn.name, location=fn.location or "no location",
+                                      count=fn.count, limit=options.max_compiles)
+            print(*wrap(text, "  "), sep="\n", file=sys.stderr)
         if over and not status:
             status = 1
     sys.stderr.flush()

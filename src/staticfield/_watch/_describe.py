@@ -24,6 +24,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 
+from .._core._display import short_dtype
 
 HINT_HELD_STATIC = (
     "equinox's filter_jit holds every non-array argument static, so each new value "
@@ -38,7 +39,7 @@ class Leaf(NamedTuple):
     sharding: str
 
     def show(self) -> str:
-        return f"{self.dtype}[{','.join(map(str, self.shape))}]"
+        return f"{short_dtype(self.dtype)}[{','.join(map(str, self.shape))}]"  # f32[3], as JAX
 
 
 class Node(NamedTuple):
@@ -70,7 +71,8 @@ def argument_names(fun: Callable, n_args: int) -> list[str]:
     """The names of the first ``n_args`` positional parameters (``args[i]`` past them)."""
     code = getattr(fun, "__code__", None)
     names: list[str]
-    if isinstance(fun, types.FunctionType) and code is not None:  # fast: no inspect
+    if isinstance(fun, types.FunctionType) and code is not None and not hasattr(fun, "__wrapped__"):
+        # fast: no inspect (a wrapper, such as shard_map's, is read through __wrapped__)
         names = list(code.co_varnames[: code.co_argcount])
         if code.co_flags & inspect.CO_VARARGS and n_args > len(names):
             star = code.co_varnames[code.co_argcount + code.co_kwonlyargcount]

@@ -8,11 +8,14 @@ from the most recent compile.
 
 from __future__ import annotations
 
+import dataclasses
+import enum
+import functools
+import types
 from typing import Any, Callable, Sequence
 
 from .._explain._diff import Change
 from ._describe import Description, Leaf, Node, Static, one_line, short
-
 
 HINTS = {
     "shape": "every new shape compiles once; pad or bucket inputs to a few fixed shapes",
@@ -32,6 +35,14 @@ HINTS = {
     "structure": (
         "the pytree structure changed (keys, lengths, None vs array, node type); "
         "pass the same structure on every call"
+    ),
+    "setting": (
+        "a static value is part of the cache key, so each new value compiles once; "
+        "expected for a setting that takes a few values (a name, a flag, a mode)"
+    ),
+    "sets a shape": (
+        "this value sets an array's shape, so each new value compiles once; round it up "
+        "to a few sizes (buckets) so that it takes few values"
     ),
     "sharding": "inputs with another sharding compile again; device_put them with one sharding",
     "new function": (
@@ -79,7 +90,7 @@ def diff(old: Description, new: Description) -> list[Change]:
         if b is None:
             continue
         changes += _entry_changes(p, a, b)
-    return changes
+    return _shape_setters(changes, old, new)
 
 
 def _entry_changes(path: str, a: Any, b: Any) -> list[Change]:
@@ -97,14 +108,80 @@ def _entry_changes(path: str, a: Any, b: Any) -> list[Change]:
     if isinstance(a, Static) and isinstance(b, Static) and a.kind == b.kind:
         if _same(a.value, b.value):
             return []
-        old, new = short(a.value), short(b.value)
-        hint = b.hint or HINTS[a.kind]
-        if one_line(a.value) == one_line(b.value):
-            hint = HINT_IDENTITY.format(type=type(b.value).__name__)
-        return [Change(path, a.kind, old, new, hint)]
+        return [
+            Change(p, a.kind, old, new, b.hint or _static_hint(a.kind, x, y))
+            for p, x, y, old, new in _innermost(path, a.value, b.value)
+        ]
     if a != b:
         return [Change(path, "structure", _show(a), _show(b), HINTS["structure"])]
     return []
+
+
+SAME_CODE = ("an earlier function object", "a new function object, same code")
+_SETTINGS = (str, bool, type(None), enum.Enum)
+_MAX_INNER = 4  # changes named inside one static value; past that, the value itself
+
+
+def _innermost(path: str, a: Any, b: Any, depth: int = 0) -> list[tuple]:
+    """(path, old, new, old text, new text) of each innermost difference of two static
+    values: inside tuples, NamedTuples, lists, dicts, dataclasses and partials, so that a
+    rebuilt closure deep in a config reads `cfg.fns.update`, not two identical reprs."""
+    if isinstance(a, types.FunctionType) and type(b) is type(a) and a.__code__ is b.__code__:
+        return [(path, a, b, *SAME_CODE)]
+    inner = [] if depth > 8 or type(a) is not type(b) else [
+        found
+        for key, x, y in _children(a, b)
+        if not _same(x, y)
+        for found in _innermost(path + key, x, y, depth + 1)
+    ]
+    if inner and len(inner) <= _MAX_INNER:
+        return inner
+    return [(path, a, b, short(a), short(b))]
+
+
+def _children(a: Any, b: Any) -> list[tuple[str, Any, Any]]:
+    """(path suffix, a's child, b's child) for two values of one container type."""
+    if isinstance(a, tuple) and hasattr(a, "_fields") and len(a) == len(b):
+        return [(f".{n}", x, y) for n, x, y in zip(a._fields, a, b)]
+    if type(a) is tuple and len(a) == len(b) == 2 and isinstance(a[0], str) and a[0] == b[0]:
+        return [(f".{a[0]}", a[1], b[1])]  # a (name, value) pair, as in flax's GraphDef
+    if isinstance(a, (tuple, list)) and len(a) == len(b):
+        return [(f"[{i}]", x, y) for i, (x, y) in enumerate(zip(a, b))]
+    if isinstance(a, dict) and list(a) == list(b):
+        return [(f"[{k!r}]", a[k], b[k]) for k in a]
+    if isinstance(a, functools.partial):
+        return [(".func", a.func, b.func), (".args", a.args, b.args),
+                (".keywords", a.keywords, b.keywords)]
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        return [(f".{f.name}", getattr(a, f.name, None), getattr(b, f.name, None))
+                for f in dataclasses.fields(a)]
+    return []
+
+
+def _static_hint(kind: str, old: Any, new: Any) -> str:
+    """The hint that fits the value: a function, a setting, one that prints alike."""
+    if isinstance(old, types.FunctionType) and old.__code__ is getattr(new, "__code__", None):
+        return HINTS["new function"]
+    if isinstance(new, _SETTINGS) and isinstance(old, _SETTINGS):
+        return HINTS["setting"]
+    if one_line(old) == one_line(new):
+        return HINT_IDENTITY.format(type=type(new).__name__)
+    return HINTS[kind]
+
+
+def _shape_setters(changes: list[Change], old: Description, new: Description) -> list[Change]:
+    """An int static whose old and new values are in a leaf's old and new shapes, in the
+    same compile, sets that shape (jax-md's max_occupancy): say so in its hint."""
+    shapes = [(old[c.path].shape, new[c.path].shape) for c in changes if c.kind == "shape"
+              and isinstance(old.get(c.path), Leaf) and isinstance(new.get(c.path), Leaf)]
+    out = []
+    for c in changes:
+        if c.kind in ("static", "static_arg") and c.old.isdigit() and c.new.isdigit() and any(
+            int(c.old) in a and int(c.new) in b for a, b in shapes
+        ):
+            c = dataclasses.replace(c, hint=HINTS["sets a shape"])
+        out.append(c)
+    return out
 
 
 def _show(entry: Any) -> str:
@@ -128,7 +205,7 @@ def _tops(paths: list[str]) -> list[str]:
 CLOSEST_WINDOW = 64  # compare with at most this many of the latest compiles
 
 
-def closest(earlier: Sequence[Description], new: Description) -> tuple[int, list[Change]]:
+def closest(earlier: Sequence[Description | None], new: Description) -> tuple[int, list[Change]]:
     """Index of the earlier description with the fewest changes (newest on a tie), and them.
 
     Only the latest ``CLOSEST_WINDOW`` are compared, and an identical one ends the
@@ -136,7 +213,10 @@ def closest(earlier: Sequence[Description], new: Description) -> tuple[int, list
     """
     best: tuple[int, list[Change]] = (-1, [])
     for i in range(len(earlier) - 1, max(-1, len(earlier) - 1 - CLOSEST_WINDOW), -1):
-        changes = diff(earlier[i], new)
+        old = earlier[i]
+        if old is None:  # not a candidate (another function object's compile)
+            continue
+        changes = diff(old, new)
         if best[0] < 0 or len(changes) < len(best[1]):
             best = (i, changes)
             if not changes:
@@ -145,8 +225,4 @@ def closest(earlier: Sequence[Description], new: Description) -> tuple[int, list
 
 
 def new_function(fun: Callable) -> Change:
-    name = getattr(fun, "__qualname__", type(fun).__name__)
-    return Change(
-        "(the function)", "new function", "an earlier function object",
-        f"a new {name} object, same code", HINTS["new function"],
-    )
+    return Change("(the function)", "new function", *SAME_CODE, HINTS["new function"])

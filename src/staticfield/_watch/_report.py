@@ -6,6 +6,8 @@ never change them.
 
 from __future__ import annotations
 
+import re
+import textwrap
 from collections import Counter
 from typing import Any, Sequence
 
@@ -14,66 +16,102 @@ import jax
 _TIMES = ("trace_s", "lower_s", "compile_s")
 
 
+WIDTH = 100  # every report line fits in this many columns
+SUMMARY_FROM = 4  # a compile with this many changes starts with a one-line summary
+
+
 def render(functions: Sequence[Any], notices: Sequence[str]) -> str:
-    """Per function (most compiles first): compiles, seconds, and why each recompile."""
+    """Per function (most compiles first): compiles, seconds, and why each recompile;
+    eager op-by-op compiles summed on one line after them."""
     jitted = [f for f in functions if not f.eager]
     eager = [f for f in functions if f.eager]
-    compiles = sum(f.count for f in jitted)
-    eager_note = f" (+{sum(f.count for f in eager)} eager op-by-op)" if eager else ""
-    seconds = "  ".join(
-        f"{label} {sum(f.seconds(t) for f in functions):.3f} s"
-        for label, t in zip(("trace", "lower", "compile"), _TIMES)
+    lines = _fitted(
+        f"staticfield watch: {len(jitted)} jitted function(s), "
+        f"{sum(f.count for f in jitted)} compile(s);", _seconds(jitted)
     )
-    lines = [
-        f"staticfield watch: {len(jitted)} jitted function(s), {compiles} compile(s)"
-        f"{eager_note}; {seconds}"
-    ]
     for f in sorted(jitted, key=lambda f: -f.count):
         lines.append("")
         lines += _function_lines(f)
     if eager:
         counts = Counter({f.name: f.count for f in eager})
-        shown = ", ".join(f"{n} ×{c}" if c > 1 else n for n, c in counts.most_common(8))
-        more = "" if len(counts) <= 8 else f", and {len(counts) - 8} more"
-        lines += [
-            "",
-            f"eager op-by-op compiles (operations outside jit): {sum(counts.values())} "
-            f"({shown}{more})",
-        ]
-    if notices:
-        lines += ["", *notices]
+        shown = ", ".join(f"{n} ×{c}" if c > 1 else n for n, c in counts.most_common(6))
+        more = "" if len(counts) <= 6 else f", and {len(counts) - 6} more"
+        lines += ["", *wrap(
+            f"eager op-by-op compiles (operations outside jit): {sum(counts.values())} in "
+            f"{sum(f.seconds(t) for f in eager for t in _TIMES):.3f} s ({shown}{more})", "  ")]
+    for notice in notices:
+        lines += ["", *wrap(notice, "  ")]
     return "\n".join(lines)
+
+
+def _seconds(functions: Sequence[Any]) -> str:
+    return "  ".join(
+        f"{label} {sum(f.seconds(t) for f in functions):.3f} s"
+        for label, t in zip(("trace", "lower", "compile"), _TIMES)
+    )
+
+
+def _fitted(head: str, times: str) -> list[str]:
+    """``head  times`` on one line if it fits, else the times on a line of their own."""
+    if len(head) + 2 + len(times) <= WIDTH:
+        return [f"{head}  {times}"]
+    return [*wrap(head, "    "), f"  {times}"]
+
+
+def wrap(text: str, indent: str, first: str = "") -> list[str]:
+    """``text`` in lines of at most WIDTH columns; later lines indented by ``indent``."""
+    return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=indent,
+                         break_long_words=True, break_on_hyphens=False) or [first]
 
 
 def _function_lines(f: Any) -> list[str]:
     where = f" ({f.location})" if f.location else ""
-    times = "  ".join(f"{t[:-2]} {f.seconds(t):.3f} s" for t in _TIMES)
     plural = "compile" if f.count == 1 else "compiles"
     failed = f", and {f.failed_traces} trace(s) that raised" if f.failed_traces else ""
     if f.uncompiled:
         failed += f", and {f.uncompiled} trace(s) by .lower/.trace/.eval_shape"
-    lines = [f"{f.name}{where}: {f.count} {plural}{failed}  [{times}]"]
+    lines = _fitted(f"{f.name}{where}: {f.count} {plural}{failed}", f"[{_seconds([f])}]")
     compiled_before = False
     for c in f.compiles:
         at = f" at {c.call_site}" if c.call_site else ""
         if not c.compiled:
-            lines.append(f"  #{c.number}{at}: traced by {c.via}, not compiled")
+            lines += wrap(f"#{c.number}{at}: traced by {c.via}, not compiled", "    ", "  ")
             continue
         first, compiled_before = not compiled_before, True
-        if first and c.number == 1:
-            lines.append(f"  #1{at}: first compile")
-        elif first and not c.changes:
-            lines.append(f"  #{c.number}{at}: first compile")
+        if first and (c.number == 1 or not c.changes):
+            lines += wrap(f"#{c.number}{at}: first compile", "    ", "  ")
         elif not c.changes:
-            lines.append(f"  #{c.number}{at}: {_no_change(f)}")
+            lines += wrap(f"#{c.number}{at}: {_no_change(f)}", "    ", "  ")
         else:
-            lines.append(f"  #{c.number}{at}: {'compiled' if first else 'recompiled'} because")
+            verb = "compiled" if first else "recompiled"
+            lines += wrap(f"#{c.number}{at}: {verb} because{_summary(c.changes)}", "    ", "  ")
             for i, ch in enumerate(c.changes):
-                read = f"; {ch.read}" if ch.read else ""  # deps="read": where it was read
-                lines.append(f"    {ch.path}: {ch.old} → {ch.new} ({ch.kind}{read})")
+                lines += _change_lines(ch)
                 if ch.hint and all(ch.hint != later.hint for later in c.changes[i + 1 :]):
-                    lines.append(f"      fix: {ch.hint}")  # once, after its last change
+                    lines += wrap(f"fix: {ch.hint}", "        ", "      ")  # after its last
     return lines
+
+
+def _change_lines(ch: Any) -> list[str]:
+    """``path: old → new (kind)`` on one line, or path and kind, then old → new, below;
+    with deps="read", the kind says where the value was read (``static; read at m.py:4``)."""
+    kind = f"{ch.kind}; {ch.read}" if ch.read else ch.kind
+    line = f"    {ch.path}: {ch.old} → {ch.new} ({kind})"
+    if len(line) <= WIDTH:
+        return [line]
+    return [*wrap(f"{ch.path} ({kind}):", "      ", "    "),
+            *wrap(f"{ch.old} → {ch.new}", "        ", "      ")]
+
+
+def _summary(changes: Sequence[Any]) -> str:
+    """`` 14 changes (13 shape, 1 static) in tree:`` before a long list of changes."""
+    if len(changes) < SUMMARY_FROM:
+        return ""
+    kinds = Counter(ch.kind for ch in changes)
+    counted = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common())
+    roots = {re.split(r"[.\[ ]", ch.path, maxsplit=1)[0] for ch in changes}
+    under = f" in {roots.pop()}" if len(roots) == 1 else ""
+    return f" {len(changes)} changes ({counted}){under}:"
 
 
 def _no_change(f: Any) -> str:

@@ -28,7 +28,33 @@ def unwrap_library(fun: Callable, args: tuple, kwargs: dict) -> tuple:
         first = hashable_combine(dynamic["first"], static_first)
         rest, kw = hashable_combine(dynamic["rest"], static_rest)
         return user, (first, *rest), kw, _not_an_array
+    inner = _behind_jax(fun, args, kwargs)
+    if inner is not None:
+        return (*inner, None)
     return fun, args, kwargs, None
+
+
+def _behind_jax(fun: Callable, args: tuple, kwargs: dict) -> tuple | None:
+    """The user's function and arguments behind a jit that JAX made itself (``jax.pmap``
+    jits a wrapper that closes over the user's function, ``fun``, and the arguments'
+    tree, ``in_tree``); None for any other function."""
+    f = _user_function(fun)
+    code = getattr(f, "__code__", None)
+    if code is None or not code.co_filename.startswith(_JAX_DIR) or not f.__closure__:
+        return None
+    try:
+        cells = {n: c.cell_contents for n, c in zip(code.co_freevars, f.__closure__)}
+    except ValueError:  # an empty cell
+        return None
+    user = getattr(cells.get("fun"), "f", None)  # a linear_util.WrappedFun
+    while isinstance(user, functools.partial):
+        user = user.func
+    if not callable(user):
+        return None
+    tree = cells.get("in_tree")
+    if not kwargs and getattr(tree, "num_leaves", None) == len(args):
+        args, kwargs = jax.tree_util.tree_unflatten(tree, args)
+    return user, tuple(args), dict(kwargs)
 
 
 def _not_an_array(x: Any) -> bool:
@@ -41,9 +67,9 @@ def identify(fun: Callable, dbg: Any) -> tuple[Any, str, str, bool]:
     if getattr(fun, "_apply_primitive", False):
         name = getattr(fun, "__name__", "primitive")
         return ("eager", name), name, "", True
-    f = fun
-    while isinstance(f, functools.partial):
-        f = f.func
+    f: Any = fun
+    while isinstance(f, functools.partial) or type(f).__name__ == "HashablePartial":
+        f = f.func if isinstance(f, functools.partial) else f.f  # JAX's own partial: .f
     f = _user_function(getattr(f, "__func__", f))  # a bound method: its function
     code = getattr(f, "__code__", None)
     name = getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or type(f).__name__
@@ -136,6 +162,24 @@ def via(depth: int = 24) -> str:
             found = via  # the outermost: .lower traces by way of .trace
         frame = frame.f_back  # type: ignore[assignment]
     return found
+
+
+def eager(depth: int = 120) -> bool:
+    """Whether JAX is compiling one operation run outside jit: a primitive applied
+    (``apply_primitive``), or a jitted function of JAX's own (``jnp.add``) whose call
+    missed (the function is in the frame of pjit's ``cache_miss``)."""
+    frame = sys._getframe(1)
+    for _ in range(depth):
+        if frame is None:
+            return False
+        code = frame.f_code
+        if code.co_filename.startswith(_JAX_DIR):
+            if code.co_name == "apply_primitive":
+                return True
+            if code.co_name == "cache_miss" and callable(fun := frame.f_locals.get("fun")):
+                return identify(fun, None)[3]
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
 @functools.lru_cache(maxsize=1024)

@@ -24,7 +24,7 @@ from .._core import _compat
 from .._explain._diff import Change
 from ._hooks import activate, deactivate
 from ._report import render, to_dict
-from ._site import call_site, identify, squash, unwrap_library, via
+from ._site import call_site, eager, identify, squash, unwrap_library, via
 
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -75,6 +75,7 @@ class WatchedFunction:
     note: str = ""  # why a recompile may show no changed argument
     failed_traces: int = 0  # traces that raised (nothing compiled)
     _descriptions: list = dataclasses.field(default_factory=list, repr=False)
+    _owners: list = dataclasses.field(default_factory=list, repr=False)  # id of the function
     _functions: Any = dataclasses.field(default_factory=weakref.WeakSet, repr=False)
     _placements: list = dataclasses.field(default_factory=list, repr=False)  # per compile
 
@@ -177,17 +178,21 @@ class watch:
                 user_fun, args, kwargs, static_argnums, static_argnames, static_leaf,
             )
             if entry.compiles:
-                changes = _diff.closest(entry._descriptions, description)[1]
+                # staticfield makes one function per static variant: not the user's doing
+                own = not entry.note and user_call is None and _seen(entry, fun)
+                earlier = [d if not own or o == id(fun) else None
+                           for d, o in zip(entry._descriptions, entry._owners)]
+                changes = _diff.closest(earlier, description)[1]
                 explain = getattr(fun, "__sf_explain__", None)  # deps="read": by what was read
                 if explain is not None:
                     changes = explain(changes)
-                # staticfield makes one function per static variant: not the user's doing
-                if not entry.note and user_call is None and not _seen(entry, fun):
+                if not entry.note and user_call is None and not own:
                     changes.insert(0, _diff.new_function(fun))
             _remember(entry, fun)
         record = Compile(len(entry.compiles) + 1, call_site(), changes, via=via())
         entry.compiles.append(record)
         entry._descriptions.append(description)
+        entry._owners.append(id(fun))
         entry._placements.append(None)
         if not eager:
             self._by_source[str(getattr(dbg, "func_src_info", ""))] = entry
@@ -203,6 +208,7 @@ class watch:
         if entry.compiles and entry.compiles[-1] is record:
             entry.compiles.pop()
             entry._descriptions.pop()
+            entry._owners.pop()
             entry._placements.pop()
             entry.failed_traces += not retrace
 
@@ -262,8 +268,8 @@ class watch:
         while (inner := re.fullmatch(r"p?jit\((.*)\)", fun_name)) is not None:
             fun_name = inner.group(1)  # lowering and compile events say jit(f), tracing f
         entry = self._other.get(fun_name)
-        if entry is None:
-            entry = self._other[fun_name] = WatchedFunction(fun_name, "")
+        if entry is None:  # an operation outside jit, traced before this watcher started?
+            entry = self._other[fun_name] = WatchedFunction(fun_name, "", eager=eager())
         last = entry.compiles[-1] if entry.compiles else None
         if last is None or field == "trace_s" or getattr(last, field):
             last = Compile(entry.count + 1, call_site(), [])
