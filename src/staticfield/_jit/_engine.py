@@ -25,6 +25,7 @@ from .._core._keys import StaticArgKey
 from .._core._spec import SPECS
 from .._core._state import flat
 from .._core._traceback import hide
+from .._store import StoredJit, stored
 from ._tracker import (
     TRACKER_COUNTERS,
     UNSET,
@@ -157,6 +158,24 @@ class JitFunction:
         """``jax.jit(...).eval_shape``: the output's shapes and dtypes, without running it."""
         return self._aot("eval_shape", args, kwargs)
 
+    def precompile(self, *args: Any, **kwargs: Any) -> None:
+        """Trace, compile and store the program for these arguments without running it
+        (or load it from the store); needs ``sf.set_program_store``."""
+        def store(jitted: Any, dyn: Any, kw: dict) -> None:
+            if not isinstance(jitted, StoredJit):
+                raise RuntimeError(
+                    f"{qualname(self.fn)}.precompile: no program store is set, so there is "
+                    "nowhere to keep the program. Call sf.set_program_store(path) (or set "
+                    "STATICFIELD_PROGRAM_STORE) before the function's first call."
+                )
+            jitted.precompile(tuple(dyn), kw)
+
+        if self.deps is not None and args:
+            self.deps.call(args[0], lambda jitted, children: store(jitted, [children, *args[1:]], kwargs))
+            return
+        jitted, dyn, kwargs = self._jax_call(args, kwargs)
+        store(jitted, dyn, kwargs)
+
     def clear_cache(self) -> None:
         """Drop every compiled program of every variant; ``compile_count`` stays a history,
         and ``max_compiles`` counts the programs compiled from now on."""
@@ -209,7 +228,11 @@ class JitFunction:
 
     def _make_jitted(self, vkey: Any, layout: dict[int, Any], static_kwargs: tuple) -> Any:
         traced = functools.partial(self._traced, vkey)
-        return make_jitted(self.fn, layout, static_kwargs, traced, self._jit_kwargs, self.static_pos)
+        jitted = make_jitted(self.fn, layout, static_kwargs, traced, self._jit_kwargs, self.static_pos)
+        return stored(jitted, self.fn, vkey, self._trace_count, self.tracker.loaded)
+
+    def _trace_count(self) -> int:
+        return self.tracker.compile_count
 
     def _traced(self, vkey: Any, args: tuple, kwargs: dict) -> Any:
         """The user's function while JAX traces it: described, budgeted, counted."""
