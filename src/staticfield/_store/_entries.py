@@ -115,12 +115,13 @@ def entries(directory: str) -> Iterator[tuple[str, dict[str, Any] | None, int]]:
     found = []
     for name in names:
         path = os.path.join(directory, name)
+        size = 0
         try:
             size = os.path.getsize(path)
             with open(path, "rb") as f:
                 header: dict[str, Any] | None = read_header(f)
         except (OSError, BadEntry):
-            header, size = None, size if "size" in locals() else 0
+            header = None
         found.append((path, header, size))
     found.sort(key=lambda e: (e[1] or {}).get("created", 0))
     yield from found

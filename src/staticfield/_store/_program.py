@@ -21,6 +21,7 @@ from typing import Any, Callable
 import jax
 
 from .._core._errors import StaticFieldWarning
+from .._core._keys import StaticArgKey, StaticKey
 from . import _entries, _key, _sources
 
 logger = logging.getLogger("staticfield")
@@ -171,8 +172,19 @@ def _name(fn: Callable) -> str:
 
 
 def _display_statics(vkey: Any) -> str:
+    """The static values as the listing shows them: ``M(n=3)``, ``k=3``."""
+    def show(part: Any) -> str | None:
+        if isinstance(part, StaticKey):
+            return f"{part.cls.__qualname__}({', '.join(f'{n}={v!r}' for n, v in zip(part.names, part.values))})"
+        if isinstance(part, StaticArgKey):
+            return repr(part.raw)
+        if isinstance(part, tuple) and len(part) == 2 and isinstance(part[1], StaticArgKey):
+            return f"{part[0]}={part[1].raw!r}"
+        return None
+
     try:
-        text = repr(vkey)
+        parts = vkey if isinstance(vkey, tuple) else (vkey,)
+        text = ", ".join(p for p in map(show, parts) if p is not None) or "(none)"
     except Exception:
         text = "?"
     return text if len(text) <= 300 else text[:297] + "..."
