@@ -48,6 +48,22 @@ class Model:
 @sf.jit(static_argnums=1)
 def power(x, k):
     return x ** k
+
+
+@sf.jit(donate_argnums=0)
+def double(x):
+    return x * 2.0
+
+
+@sf.dataclass
+class Cfg:
+    w: jax.Array
+    depth: int = sf.static(default=2)
+    name: str = sf.static(default="a")  # never read by run
+
+    @sf.jit_method(deps="read")
+    def run(self, x):
+        return x * self.depth + self.w
 '''
 
 HELPER = '''
@@ -337,3 +353,108 @@ def test_the_store_command_lists_and_clears(store, capsys):
     assert main(["store", path, "--clear"]) == 0
     assert "removed 1 program(s)" in capsys.readouterr().out
     assert entries(store) == []
+
+
+# ----- real processes -----------------------------------------------------------------------
+SCRIPT = '''
+import json, sys, warnings
+warnings.simplefilter("error")  # a damaged or half-written entry would warn
+import jax.numpy as jnp
+import staticfield as sf
+import store_user
+
+m = store_user.Model(jnp.full((3,), 0.5, jnp.float32), depth=2)
+m.apply(jnp.ones(3, jnp.float32))
+store_user.Model(m.w, depth=3).apply(jnp.ones(3, jnp.float32))
+store_user.power(jnp.float32(3.0), 2)
+print(json.dumps({
+    "compiles": store_user.Model.apply.compile_count + store_user.power.compile_count,
+    "loads": store_user.Model.apply.load_count + store_user.power.load_count,
+}))
+'''
+
+
+def _processes(tmp_path, n=1, xla_flags=None):
+    env = dict(os.environ, STATICFIELD_PROGRAM_STORE=str(tmp_path / "envstore"), PYTHONDONTWRITEBYTECODE="1",
+               PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    env.pop("XLA_FLAGS", None)
+    if xla_flags:
+        env["XLA_FLAGS"] = xla_flags
+    (tmp_path / "script.py").write_text(SCRIPT)
+    procs = [subprocess.Popen([sys.executable, str(tmp_path / "script.py")], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(n)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        results.append(eval(out.strip().splitlines()[-1]))  # noqa: S307 - our own JSON line
+    return results
+
+
+def test_fresh_processes_sharing_a_store_trace_nothing(store):
+    """Two processes write the same keys at once; a third loads every program, no trace."""
+    _store._state.update({"set": _store._UNSET})
+    writers = _processes(store, n=2)
+    assert all(r["compiles"] >= 1 for r in writers)
+    (reader,) = _processes(store)
+    assert reader == {"compiles": 0, "loads": 3}
+    assert not [p for p in (store / "envstore").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_another_device_count_compiles_again(store):
+    _processes(store)
+    (other,) = _processes(store, xla_flags="--xla_force_host_platform_device_count=2")
+    assert other == {"compiles": 3, "loads": 0}
+
+
+# ----- with the rest of staticfield ---------------------------------------------------------
+def test_donated_arguments_stay_donated_when_loaded(store):
+    fresh(store).double(jnp.ones(3, jnp.float32))
+    again = fresh(store)
+    x = jnp.ones(3, jnp.float32)
+    np.testing.assert_array_equal(np.asarray(again.double(x)), np.full(3, 2.0, np.float32))
+    assert (again.double.compile_count, again.double.load_count) == (0, 1)
+    assert x.is_deleted()
+
+
+def test_deps_read_stores_a_shared_program_once_and_loads_it(store):
+    mod = fresh(store)
+    w = jnp.ones(3, jnp.float32)
+    mod.Cfg(w, name="a").run(jnp.ones(3, jnp.float32))
+    mod.Cfg(w, name="b").run(jnp.ones(3, jnp.float32))  # reads only depth: shares a's program
+    assert mod.Cfg.run.compile_count == 1
+    assert len(entries(store)) == 1
+    again = fresh(store)
+    out = again.Cfg(w, name="a").run(jnp.ones(3, jnp.float32))
+    np.testing.assert_array_equal(np.asarray(out), np.full(3, 3.0, np.float32))
+    assert (again.Cfg.run.compile_count, again.Cfg.run.load_count) == (0, 1)
+    out = again.Cfg(w, depth=5).run(jnp.ones(3, jnp.float32))  # another read value: compiled
+    np.testing.assert_array_equal(np.asarray(out), np.full(3, 6.0, np.float32))
+    assert again.Cfg.run.compile_count == 1
+
+
+def test_watch_reports_a_load_as_a_load(store):
+    run_model(fresh(store))
+    again = fresh(store)
+    with sf.watch() as w:
+        run_model(again)
+    (f,) = [f for f in w.functions if f.name == "Model.apply"]
+    assert (f.count, f.loads) == (0, 1)
+    assert "0 compiles, 1 loaded from the program store" in w.report()
+    assert w.as_dict()["functions"][0]["loads"] == 1
+
+
+def test_a_store_from_the_environment_others_may_write_is_refused(tmp_path, monkeypatch):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setitem(_store._state, "set", _store._UNSET)
+    monkeypatch.setitem(_store._state, "env", None)
+    monkeypatch.setenv("STATICFIELD_PROGRAM_STORE", str(shared))
+
+    @sf.jit
+    def f(x):
+        return x + 1
+
+    with pytest.raises(PermissionError, match=f"{shared} is writable by other users"):
+        f(1.0)
