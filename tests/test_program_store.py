@@ -458,3 +458,43 @@ def test_a_store_from_the_environment_others_may_write_is_refused(tmp_path, monk
 
     with pytest.raises(PermissionError, match=f"{shared} is writable by other users"):
         f(1.0)
+
+
+SHARDED = '''
+import json, sys
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
+import staticfield as sf
+import store_user
+
+mesh = jax.make_mesh((8,), ("x",))
+m = store_user.Model(jnp.full((8,), 0.5, jnp.float32))
+x = jnp.arange(8, dtype=jnp.float32)
+spec = P("x") if sys.argv[1] == "split" else P()
+xs = jax.device_put(x, NamedSharding(mesh, spec))
+out = m.apply(xs)
+print(json.dumps({"compiles": store_user.Model.apply.compile_count, "loads": store_user.Model.apply.load_count,
+                  "sharding": str(out.sharding.spec), "out": np.asarray(out).tolist()}))
+'''
+
+
+def test_sharded_arguments_on_8_devices_load_per_sharding(store):
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", PYTHONDONTWRITEBYTECODE="1",
+               STATICFIELD_PROGRAM_STORE=str(store / "shardstore"),
+               PYTHONPATH=os.pathsep.join([str(store), os.environ.get("PYTHONPATH", "")]))
+    (store / "sharded.py").write_text(SHARDED)
+
+    def run(how):
+        done = subprocess.run([sys.executable, str(store / "sharded.py"), how], env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return eval(done.stdout.strip().splitlines()[-1])  # noqa: S307 - our own JSON line
+
+    first = run("split")
+    assert (first["compiles"], first["loads"]) == (1, 0)
+    loaded = run("split")
+    assert (loaded["compiles"], loaded["loads"], loaded["sharding"]) == (0, 1, first["sharding"])
+    assert loaded["out"] == first["out"]
+    replicated = run("replicated")  # another sharding: another program
+    assert (replicated["compiles"], replicated["loads"]) == (1, 0)
+    np.testing.assert_allclose(replicated["out"], first["out"], rtol=1e-6)
