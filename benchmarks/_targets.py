@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import deps, dispatch, fields, misses, nested, variants, watch
+from . import deps, dispatch, fields, misses, nested, restart, variants, watch
 from ._harness import Results
 
 
@@ -116,4 +116,9 @@ def evaluate(results: Results) -> list[Target]:
                       1.0, True, None if compiles is None else float(compiles),
                       _why((deps.READ, compiles))
                       or f"(deps=\"all\": {sweep.get(deps.ALL)}, flax.struct: {sweep.get(deps.FLAX, 'n/a')})"))
+    stored, warm, cold = (g(restart.RESTART, "", n) for n in (restart.STORE, restart.PCACHE, restart.COLD))
+    out.append(Target("fresh process, first results: program store / JAX persistent cache", 0.5, True,
+                      _ratio(stored, warm), _why((restart.STORE, stored), (restart.PCACHE, warm))))
+    out.append(Target("fresh process, first results: program store / cold", 0.2, True,
+                      _ratio(stored, cold), _why((restart.STORE, stored), (restart.COLD, cold))))
     return out

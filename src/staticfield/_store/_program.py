@@ -149,6 +149,8 @@ class StoredJit:
             lowered = self.jitted.lower(*dyn, **kwargs)
         compiled = lowered.compile()
         if path is None or key is None:
+            logger.info("staticfield: %s: not stored (a static value or class that pickle cannot "
+                        "name, such as a lambda or a class defined in a function)", _name(self.fn))
             return compiled
         if self._traces() == before:  # JAX reused an earlier trace: what ran is unknown
             logger.info("staticfield: %s: not stored (JAX reused an earlier trace)", _name(self.fn))
