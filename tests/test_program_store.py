@@ -498,3 +498,18 @@ def test_sharded_arguments_on_8_devices_load_per_sharding(store):
     replicated = run("replicated")  # another sharding: another program
     assert (replicated["compiles"], replicated["loads"]) == (1, 0)
     np.testing.assert_allclose(replicated["out"], first["out"], rtol=1e-6)
+
+
+def test_a_function_called_inside_another_trace_is_inlined_and_nested_compiles_work(store):
+    @sf.jit
+    def inner(x):
+        return x * 2.0
+
+    constant = jnp.ones(3, jnp.float32)
+
+    @sf.jit
+    def outer(x):
+        return inner(x) + inner(constant)  # a tracer, then concrete values: a compile inside a trace
+
+    np.testing.assert_array_equal(np.asarray(outer(jnp.ones(3, jnp.float32))), np.full(3, 4.0, np.float32))
+    assert outer.compile_count == 1

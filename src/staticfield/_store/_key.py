@@ -120,7 +120,10 @@ def _sharding(s: Any) -> str:
 
 
 def leaf_signature(leaf: Any) -> Any:
-    """A hashable description of what a compiled program requires of one argument leaf."""
+    """A hashable description of what a compiled program requires of one argument leaf;
+    ``None`` for a tracer (a call inside another function's trace)."""
+    if isinstance(leaf, jax.core.Tracer):
+        return None
     if isinstance(leaf, jax.Array):
         return ("array", leaf.shape, str(leaf.dtype), bool(getattr(leaf, "weak_type", False)),
                 getattr(leaf, "sharding", None), bool(getattr(leaf, "committed", True)))

@@ -61,6 +61,8 @@ class StoredJit:
     def __call__(self, *dyn: Any, **kwargs: Any) -> Any:
         leaves, tree = jax.tree_util.tree_flatten((dyn, kwargs))
         sig = (tree, tuple(map(_key.leaf_signature, leaves)))
+        if None in sig[1]:  # called while another function is traced: JAX inlines it there
+            return self.jitted(*dyn, **kwargs)
         program = self.programs.get(sig)
         if program is None:
             program = self.program(sig, dyn, kwargs, run=True)
@@ -70,6 +72,9 @@ class StoredJit:
         """Load or compile (and store) the program for these arguments; whether it was new."""
         leaves, tree = jax.tree_util.tree_flatten((dyn, kwargs))
         sig = (tree, tuple(map(_key.leaf_signature, leaves)))
+        if None in sig[1]:
+            raise TypeError(f"{_name(self.fn)}.precompile: called with traced values; call it "
+                            "outside jax.jit, with arrays or jax.ShapeDtypeStruct values.")
         if sig in self.programs:
             return False
         self.program(sig, dyn, kwargs, run=False)

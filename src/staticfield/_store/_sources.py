@@ -34,20 +34,25 @@ from typing import Any, Iterator
 _TOOL_NAME = "staticfield program store"
 _PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")
 _lock = threading.Lock()
+_local = threading.local()  # this thread's recording in progress
 _hashes: dict[str, tuple[tuple, str]] = {}  # path -> ((mtime_ns, size, inode), sha256)
 
 
 @contextlib.contextmanager
 def recording() -> Iterator[set[str]]:
     """Collect the filenames of the Python code that starts running inside the block."""
+    outer = getattr(_local, "files", None)
+    if outer is not None:  # a program compiled while another is traced: the outer hook sees all
+        yield outer
+        return
     files: set[str] = set()
     with _lock:  # one recording at a time: the hooks are process-wide
-        if sys.version_info >= (3, 12):
-            with _monitoring(files):
+        _local.files = files
+        try:
+            with _monitoring(files) if sys.version_info >= (3, 12) else _profiling(files):
                 yield files
-        else:
-            with _profiling(files):
-                yield files
+        finally:
+            _local.files = None
 
 
 @contextlib.contextmanager

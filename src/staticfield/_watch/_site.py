@@ -91,7 +91,7 @@ def _library_dirs() -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=8)
 def _dirs_of(loaded: tuple[bool, ...]) -> tuple[str, ...]:
-    dirs = [os.path.dirname(os.path.abspath(__file__)) + os.sep]
+    dirs = [_PACKAGE_DIR]
     for name in _LIBRARIES:
         module = sys.modules.get(name)
         file = getattr(module, "__file__", None)
@@ -102,7 +102,8 @@ def _dirs_of(loaded: tuple[bool, ...]) -> tuple[str, ...]:
 
 
 _JAX_DIR = os.path.dirname(os.path.abspath(jax.__file__ or "")) + os.sep
-_EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples") + os.sep
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # all of staticfield
+_EXAMPLES_DIR = os.path.join(_PACKAGE_DIR, "examples") + os.sep
 
 
 def call_site() -> str:
