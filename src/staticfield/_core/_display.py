@@ -23,6 +23,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from ._slots import used_whole
 from ._spec import SPEC_ATTR, Spec, is_instance, spec_of
 
 _DTYPE_SHORT = {"float": "f", "int": "i", "uint": "u", "complex": "c", "bfloat": "bf"}
@@ -76,6 +77,7 @@ def _summarize(value: Any) -> str:
 
 @reprlib.recursive_repr()
 def __repr__(self: Any) -> str:
+    used_whole(self, "repr")
     spec = spec_of(self)
     d = self.__dict__
     parts = []

@@ -13,6 +13,7 @@ import jax
 import numpy as np
 
 from . import _errors, _state
+from ._slots import used_whole
 from ._spec import ensure_registered, spec_of
 from ._state import BUILDING
 
@@ -82,6 +83,8 @@ def __eq__(self: Any, other: Any) -> Any:
         return NotImplemented
     if self is other:
         return True
+    used_whole(self, "==")
+    used_whole(other, "==")
     spec = spec_of(self)
     if _state.key_of(spec, self) != _state.key_of(spec, other):
         return False
@@ -98,6 +101,7 @@ def __eq__(self: Any, other: Any) -> Any:
 
 
 def __hash__(self: Any) -> int:
+    used_whole(self, "hash")
     spec = spec_of(self)
     d = self.__dict__
     leaves, treedef = jax.tree_util.tree_flatten([d[n] for n in spec.dynamic_names])

@@ -9,7 +9,9 @@ equivalent, and a sealed instance never changes. Its ``__dict__`` holds:
 - ``_staticfield_key``: the ``StaticKey`` (JAX's aux_data);
 - ``_staticfield_flat``: ``(children, key)``, what JAX's flatten returns;
 - cached bindings: ``obj.method`` of a descriptor that binds once per instance,
-  stored under the method's name (``cache_binding``).
+  stored under a name private to that descriptor (``cache_binding``), never under the
+  method's name: the descriptor is consulted on every ``obj.method``, so what runs is
+  what ``type(obj)`` resolves the name to now.
 
 Derived entries are a pure function of the fields, so any of them may be dropped
 and rebuilt at any time. Which path writes (W), copies (C) or clears (X) what:
@@ -21,7 +23,7 @@ generated ``__init__``              W         W [1]   W [1]   --
 ``__init__`` again on a live one    X then W  X       X       X
 custom ``__init__``/post_init+seal  W [2]     X, W[1] X       X
 ``replace`` (``derive``)            C, W      C [3]   --      --
-``__copy__``                        C         C       C       --
+``__copy__``                        C         --      --      --
 ``__setstate__`` (pickle, deepcopy) W [4]     --      --      --
 unflatten (generated)               W         W       W       --
 first flatten / ``make_key``        --        W       W       --
@@ -31,9 +33,7 @@ first flatten / ``make_key``        --        W       W       --
 [1] only when the key is a constant (no static fields). [2] converters run on
 assignment while building; ``seal`` fills defaults, freezes statics and checks
 leaves. [3] only when no static field changed. [4] fields only: cached entries in
-a pickled state are never trusted. [5] only on a sealed instance, and only where
-``name`` resolves to that descriptor on ``type(obj)`` (a ``super()`` call must not
-cache the parent's binding under the child's name).
+a pickled state are never trusted. [5] only on a sealed instance.
 
 Nothing outside this module and the code it has ``_codegen`` generate writes or
 clears these entries.
@@ -45,9 +45,9 @@ import dataclasses
 import operator
 from typing import Any, Callable
 
-from . import _errors
+from . import _errors, _slots
 from ._checks import store
-from ._spec import Spec, spec_of
+from ._spec import SPEC_ATTR, Spec, spec_of
 
 KEY_ATTR = "_staticfield_key"
 FLAT_ATTR = "_staticfield_flat"
@@ -82,8 +82,10 @@ class FlatCache:
 
 
 def install(spec: Spec) -> None:
-    """Give a decorated class the descriptor that fills its instances' flatten cache."""
+    """Give a decorated class the descriptor that fills its instances' flatten cache, and
+    a ``StaticSlot`` under each static name (see ``_slots``)."""
     setattr(spec.cls, FLAT_ATTR, FlatCache(spec))
+    _slots.install(spec.cls, [spec.by_name[n] for n in spec.static_names], SPEC_ATTR)
 
 
 def key_of(spec: Spec, obj: Any) -> Any:
@@ -197,22 +199,16 @@ def check_init(spec: Any, obj: Any) -> None:
         fn(obj)
 
 
-def cache_binding(obj: Any, name: str, descriptor: object, value: Any) -> Any:
-    """Keep ``value`` as ``obj.name`` when ``obj`` is sealed and ``name`` means ``descriptor``."""
-    if id(obj) not in BUILDING and _resolves(type(obj), name, descriptor):
-        obj.__dict__[name] = value
+def cache_binding(obj: Any, slot: str, value: Any) -> Any:
+    """Keep ``value`` under the descriptor's private ``slot`` when ``obj`` is sealed."""
+    if id(obj) not in BUILDING:
+        obj.__dict__[slot] = value
     return value
-
-
-def _resolves(cls: type, name: str, descriptor: object) -> bool:
-    for klass in cls.__mro__:
-        if name in klass.__dict__:
-            return klass.__dict__[name] is descriptor
-    return False
 
 
 def derive(obj: Any, changes: dict[str, Any]) -> Any:
     """``sf.replace``: a new sealed instance with ``changes``, without ``__init__``."""
+    _slots.used_whole(obj, "replace")
     spec = spec_of_type(obj.__class__)
     new = object.__new__(spec.cls)
     d, od = new.__dict__, obj.__dict__
@@ -229,19 +225,20 @@ def derive(obj: Any, changes: dict[str, Any]) -> Any:
 
 
 def copy(obj: Any) -> Any:
-    """``copy.copy``: fields and the derived key and children (bindings are rebuilt on use)."""
+    """``copy.copy``: the fields only. The key and children are derived again on first use,
+    so a field the user then sets with ``object.__setattr__`` (the frozen-dataclass escape
+    hatch) is what a flatten sees."""
+    _slots.used_whole(obj, "copy")
     new = object.__new__(obj.__class__)
     d, od = new.__dict__, obj.__dict__
     for name in spec_of_type(obj.__class__).names:
         d[name] = od[name]
-    for name in DERIVED:
-        if name in od:
-            d[name] = od[name]
     return new
 
 
 def getstate(obj: Any) -> dict[str, Any]:
     """The pickled state: the fields only."""
+    _slots.used_whole(obj, "pickle")
     spec = spec_of_type(obj.__class__)
     d = obj.__dict__
     return {n: d[n] for n in spec.names}

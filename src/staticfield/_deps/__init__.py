@@ -1,6 +1,6 @@
 """Per-method static dependencies: ``@sf.jit_method(deps="read")``.
 
-Records which statics a method reads while it traces (``_shadow``, ``_read``) and
+Records which statics a method reads while it traces (``_trace``, ``_read``) and
 shares one program among the keys that agree on them (``_share``, whose docstring
 holds the invariant and why it keeps every result equal to ``deps="all"``).
 

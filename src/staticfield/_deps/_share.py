@@ -1,7 +1,7 @@
 """``@sf.jit_method(deps="read")``: record the statics a method reads, and share its programs.
 
 A *variant* is one ``jax.jit`` traced with ``self`` rebuilt from a *base* static key.
-Every trace of it runs with a recording ``self`` (``_deps_shadow``) and adds the
+Every trace of it runs with a recording ``self`` (``_trace``) and adds the
 static fields it reads, with their base values, to the variant's *read set*.
 
 The invariant, kept under ``Deps.lock``:
@@ -44,8 +44,8 @@ import threading
 from typing import Any, Callable
 
 from ._read import Abort as Abort  # the hit paths catch it
-from ._read import Recorder, Trace, Variant, display, kept, part
-from ._shadow import recording
+from ._read import Recorder, Trace, Variant, display, part
+from ._trace import stand_in
 from .._explain._diff import Recompile
 from .._core._spec import SPECS
 from .._core._state import flat
@@ -54,7 +54,7 @@ logger = logging.getLogger("staticfield")
 
 DEPS = ("all", "read")
 _ESCAPED = "self kept past its trace (a callback, a custom_vjp rule or a stored reference)"
-_UNRECORDED = "self not recorded (its class refused a recording subclass)"
+_SHADOWED = "self.{name} answered by a class attribute of {cls} (counted as read)"
 _RETRIES = 8
 
 
@@ -145,24 +145,20 @@ class Deps:
 
     # ----- tracing --------------------------------------------------------------------------
     def run(self, fn: Callable[..., Any], base: Any, args: tuple, kwargs: dict) -> Any:
-        """Call ``fn`` with a recording ``self``; then check that nothing kept it."""
+        """Call ``fn`` with a recording ``self`` (``_trace``); then check that nothing kept it."""
         with self.lock:
             variant = self.by_base[base]  # made with its jax.jit, by miss or _isolate
         trace = Trace(self, variant)
-        twin = recording(args[0], Recorder(trace))
-        if twin is None:
-            trace.record(variant.tops, _UNRECORDED)
-            trace.open = False
-            return fn(*args, **kwargs)
-        before = sys.getrefcount(twin)
-        call_args = (twin, *args[1:])
+        traced, shadowed = stand_in(args[0], Recorder(trace))
         try:
+            for name in shadowed:
+                trace.record(((name,),), _SHADOWED.format(name=name, cls=type(traced).__qualname__))
+            before = sys.getrefcount(traced)
+            call_args = (traced, *args[1:])
             out = fn(*call_args, **kwargs)
             del call_args
-            if sys.getrefcount(twin) > before:
+            if sys.getrefcount(traced) > before:
                 trace.record(variant.tops, _ESCAPED)
-            for path in kept(trace.nested):
-                trace.record((path,), _ESCAPED.replace("self", display("self", path), 1))
         finally:
             trace.open = False
         with self.lock:

@@ -1,9 +1,10 @@
 """``obj.method`` for an ``@sf.jit_method``: bound once per instance, and a pytree.
 
 Instances are immutable, so binding is done once: the first ``obj.method`` stores a
-``BoundMethod`` in ``obj.__dict__`` (a non-data descriptor gives way to it from then
-on), and calling it is a C-level ``partial`` call into the variant's ``jax.jit`` with
-the instance's children. The bound object holds the children and the static key, not
+``BoundMethod`` in ``obj.__dict__`` under a name private to this descriptor, and later
+``obj.method`` lookups (which always reach the class attribute first, so replacing,
+mocking or deleting it on the class takes effect) return it. Calling it is a C-level
+``partial`` call into the variant's ``jax.jit`` with the instance's children. The bound object holds the children and the static key, not
 ``obj`` itself, so caching it makes no reference cycle. It is a pytree whose leaves are
 ``obj``'s dynamic leaves.
 """
@@ -11,6 +12,7 @@ the instance's children. The bound object holds the children and the static key,
 from __future__ import annotations
 
 import functools
+import itertools
 from typing import Any
 
 import jax
@@ -21,6 +23,9 @@ from .._core._spec import SPECS
 from .._core._state import cache_binding, flat
 from ._tracker import TRACKER_SETTINGS, check_positive
 from .._core._traceback import hide
+
+
+_SLOTS = itertools.count()
 
 
 class JitMethod:
@@ -34,6 +39,8 @@ class JitMethod:
     def __init__(self, engine: JitFunction) -> None:
         self._jit = engine
         self._name: str | None = None
+        # Where an instance keeps its binding: unique per descriptor, never reused.
+        self._slot = f"_staticfield_bound_{next(_SLOTS)}"
         # Without static arguments the variant depends on the instance alone: bind to it.
         self._variants = engine.variants if engine.fast else None
         fn = engine.fn
@@ -56,20 +63,26 @@ class JitMethod:
         self._jit.attr_name = name
 
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        if obj is None:
-            defining = self.__dict__.get("_owner")
-            if owner is None or defining is None or owner is defining:
-                return self
-            return self._view(owner)
+        try:
+            return obj.__dict__[self._slot]  # the hit: one frame, two lookups
+        except KeyError:
+            return self._bind(obj)
+        except AttributeError:
+            if obj is not None:
+                raise
+        defining = self.__dict__.get("_owner")
+        if owner is None or defining is None or owner is defining:
+            return self
+        return self._view(owner)
+
+    def _bind(self, obj: Any) -> Any:
         variants = self._variants
         if variants is None:
             return _make(self._bound_cls, self._jit, None, self._jit.call, obj)
         if self._jit.bound_call is not None:  # deps="read": the key's program may change
             children, key = flat(obj)
             bound = _make(self._bound_cls, self._jit, key, self._jit.bound_call, children, key)
-            if self._name is not None:
-                cache_binding(obj, self._name, self, bound)
-            return bound
+            return cache_binding(obj, self._slot, bound)
         try:
             children, key = obj._staticfield_flat
             jitted, _ = variants[key]
@@ -77,9 +90,7 @@ class JitMethod:
             jitted, children = self._jit.method_miss(obj)
             key = flat(obj)[1]
         bound = _make(self._bound_cls, self._jit, key, jitted, children)
-        if self._name is not None:  # immutable instance: bind once
-            cache_binding(obj, self._name, self, bound)
-        return bound
+        return cache_binding(obj, self._slot, bound)  # immutable instance: bind once
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in ("_jit", "_owner", "_views"):

@@ -1,0 +1,263 @@
+"""deps="read" gives what deps="all" and plain Python give, on the user's own class:
+cached values never answer a read, descriptors keep their meaning, ``type(self)`` is
+the user's class, and a method binding follows the class attribute."""
+
+from __future__ import annotations
+
+import copy
+import functools
+from unittest import mock
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import staticfield as sf
+
+MODES = ["all", "read"]
+
+
+# ----------------------------------------------------------------- cached values in nested statics
+class CachedCfg(sf.Struct):
+    n: sf.Static[int] = 1
+
+    @functools.cached_property
+    def double(self):
+        return self.n * 2
+
+    @sf.jit_method
+    def scale(self, x):
+        return x * self.n
+
+
+def _model(body, deps):
+    class M(sf.Struct):
+        w: jax.Array
+        cfg: sf.Static[CachedCfg] = CachedCfg()
+        tag: sf.Static[str] = "t"
+
+        @sf.jit_method(deps=deps, warn_compiles=None)
+        def f(self, x):
+            return body(self, x)
+
+    return M
+
+
+@pytest.mark.parametrize("deps", MODES)
+def test_cached_property_of_a_nested_static_never_answers_a_read(deps):
+    """A cached_property computed on a config before the call: each config gets its own value."""
+    M = _model(lambda self, x: x * self.cfg.double, deps)
+    one, five = CachedCfg(1), CachedCfg(5)
+    assert (one.double, five.double) == (2, 10)  # cached in their __dict__ before any trace
+    assert float(M(jnp.ones(1), one).f(1.0)) == 2.0
+    assert float(M(jnp.ones(1), five).f(1.0)) == 10.0
+    assert M.f.compile_count == 2
+
+
+@pytest.mark.parametrize("deps", MODES)
+def test_a_jit_method_binding_cached_on_a_nested_static_never_answers_a_read(deps):
+    """cfg.scale called before (its binding cached on cfg): the method sees each cfg's own n."""
+    M = _model(lambda self, x: self.cfg.scale(x), deps)
+    one, five = CachedCfg(1), CachedCfg(5)
+    assert [float(one.scale(1.0)), float(five.scale(1.0))] == [1.0, 5.0]  # bindings cached
+    got = [float(M(jnp.ones(1), cfg).f(1.0)) for cfg in (one, five)]
+    assert got == [1.0, 5.0]
+
+
+@pytest.mark.parametrize("deps", MODES)
+def test_a_nested_static_keeps_its_identity(deps):
+    """self.cfg is the very object stored: an `is DEFAULT` check gives what it gives with
+    deps="all" (equal statics share a program there, as with any jax.jit)."""
+    default = CachedCfg(3)
+    M = _model(lambda self, x: x * (2.0 if self.cfg is default else 1.0), deps)
+    got = [float(M(jnp.ones(1), cfg, tag).f(1.0))
+           for cfg, tag in ((default, "a"), (CachedCfg(4), "a"), (default, "b"))]
+    assert got == [2.0, 1.0, 2.0]
+
+
+# ----------------------------------------------------------------- user descriptors over statics
+def _with_property(deps):
+    class Base(sf.Struct):
+        w: jax.Array
+        k: sf.Static[int] = 2
+
+        @sf.jit_method(deps=deps, warn_compiles=None)
+        def f(self, x):
+            return x * self.k
+
+    class Sub(Base):
+        @property
+        def k(self):
+            return 7
+
+    return Base, Sub
+
+
+@pytest.mark.parametrize("deps", MODES)
+def test_a_subclass_property_over_a_static_keeps_its_meaning(deps):
+    """A decorated subclass overriding a static with a property: the method sees the property."""
+    Base, Sub = _with_property(deps)
+    s = Sub(jnp.ones(1))
+    assert s.k == 7  # plain Python
+    assert float(s.f(1.0)) == 7.0
+    assert float(Base(jnp.ones(1)).f(1.0)) == 2.0
+
+
+def test_a_class_attribute_set_over_a_static_later_is_read_as_plain_python_does():
+    """Cls.k = 5 after decoration: instances still read their own k (the dict wins); so does the trace."""
+
+    class P(sf.Struct):
+        w: jax.Array
+        k: sf.Static[int] = 2
+        tag: sf.Static[str] = "t"
+
+        @sf.jit_method(deps="read", warn_compiles=None)
+        def f(self, x):
+            return x * self.k
+
+    P.k = 5
+    assert P(jnp.ones(1), 3).k == 3
+    assert [float(P(jnp.ones(1), k).f(1.0)) for k in (3, 4, 3)] == [3.0, 4.0, 3.0]
+
+
+@pytest.mark.parametrize("deps", MODES)
+def test_cached_property_on_self_reading_a_static(deps):
+    """A cached_property of the model itself, computed from a static inside the trace."""
+
+    class P(sf.Struct):
+        w: jax.Array
+        k: sf.Static[int] = 2
+        tag: sf.Static[str] = "t"
+
+        @functools.cached_property
+        def triple(self):
+            return self.k * 3
+
+        @sf.jit_method(deps=deps, warn_compiles=None)
+        def f(self, x):
+            return x * self.triple
+
+    first = P(jnp.ones(1), 1)
+    assert first.triple == 3  # cached on the instance before the call
+    got = [float(P(jnp.ones(1), k, t).f(1.0)) for k, t in ((1, "a"), (2, "a"), (1, "b"))]
+    assert got == [3.0, 6.0, 3.0]
+    assert float(first.f(1.0)) == 3.0
+    assert P.f.compile_count == (2 if deps == "read" else 4)
+
+
+# ----------------------------------------------------------------- the class inside the trace
+REGISTRY: dict[str, type] = {}
+
+
+class Registered(sf.Struct):
+    w: jax.Array
+    k: sf.Static[int] = 1
+    cfg: sf.Static[CachedCfg] = CachedCfg()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        REGISTRY[cls.__name__] = cls
+
+    @sf.jit_method(deps="read", warn_compiles=None)
+    def f(self, x):
+        same = jax.tree.structure(self) == jax.tree.structure(type(self)(jnp.ones(1), self.k, self.cfg))
+        SEEN.append((type(self) is Registered, type(self).__name__, type(self.cfg) is CachedCfg, same))
+        return x
+
+
+SEEN: list = []
+
+
+class Layer(Registered):
+    pass
+
+
+def test_type_of_self_is_the_users_class_and_no_class_is_made():
+    """type(self) is the class, type(self)(...) and treedefs compare equal, no subclass reaches
+    __init_subclass__ registries."""
+    m = Layer(jnp.ones(1), 2)
+    for obj in (Registered(jnp.ones(1), 1), m):
+        obj.f(1.0)
+    assert SEEN == [(True, "Registered", True, True), (False, "Layer", True, True)]
+    assert REGISTRY == {"Layer": Layer}
+    assert isinstance(m, REGISTRY["Layer"])
+
+
+# ----------------------------------------------------------------- bindings follow the class
+def _jitted_class(deps):
+    class M(sf.Struct):
+        w: jax.Array
+        k: sf.Static[int] = 2
+
+        @sf.jit_method(deps=deps, warn_compiles=None)
+        def f(self, x):
+            return self.w * x
+
+    return M
+
+
+@pytest.mark.parametrize("deps", MODES)
+def test_replacing_a_method_on_the_class_takes_effect_on_used_instances(deps):
+    """M.f = other after m.f was used: m.f is other (a cached binding never hides the class)."""
+    M = _jitted_class(deps)
+    m = M(jnp.ones(2))
+    assert m.f(2.0).tolist() == [2.0, 2.0]
+    M.f = lambda self, x: "replaced"
+    assert m.f(2.0) == "replaced"
+
+
+@pytest.mark.parametrize("deps", MODES)
+def test_mock_patch_and_monkeypatch_of_a_used_method(deps, monkeypatch):
+    """mock.patch.object and monkeypatch.setattr reach instances that called the method before."""
+    M = _jitted_class(deps)
+    m = M(jnp.ones(2))
+    m.f(1.0)
+    with mock.patch.object(M, "f", return_value="mocked") as patched:
+        assert m.f(1.0) == "mocked"
+    patched.assert_called_once_with(1.0)
+    assert m.f(3.0).tolist() == [3.0, 3.0]  # restored
+    monkeypatch.setattr(M, "f", lambda self, x: "patched")
+    assert m.f(1.0) == "patched"
+
+
+@pytest.mark.parametrize("deps", MODES)
+def test_deleting_a_used_method_from_the_class(deps):
+    """del M.f after m.f was used: m.f is gone, as in plain Python."""
+    M = _jitted_class(deps)
+    m = M(jnp.ones(2))
+    m.f(1.0)
+    del M.f
+    with pytest.raises(AttributeError, match="'f'"):
+        m.f  # noqa: B018
+
+
+@pytest.mark.parametrize("deps", MODES)
+def test_a_subclass_override_defined_later_is_what_runs(deps):
+    """A binding made on a base-class instance does not stand in for a subclass's method."""
+    M = _jitted_class(deps)
+    m = M(jnp.ones(2))
+    m.f(1.0)
+
+    class Sub(M):
+        def f(self, x):
+            return "sub"
+
+    assert Sub(jnp.ones(2)).f(1.0) == "sub"
+    assert m.f(1.0).tolist() == [1.0, 1.0]
+
+
+# ----------------------------------------------------------------- copies and the escape hatch
+@pytest.mark.parametrize("deps", MODES)
+def test_copy_then_object_setattr_is_what_jit_sees(deps):
+    """copy.copy(m), then object.__setattr__(new, "w", v) (the frozen-dataclass escape hatch):
+    new.f, jax.jit and tree_leaves all see v, not m's w."""
+    M = _jitted_class(deps)
+    m = M(jnp.ones(2))
+    m.f(1.0)  # flattened and bound
+    new = copy.copy(m)
+    object.__setattr__(new, "w", jnp.full(2, 3.0))
+    assert new.f(1.0).tolist() == [3.0, 3.0]
+    assert jax.jit(lambda o, x: o.w * x)(new, 1.0).tolist() == [3.0, 3.0]
+    assert np.asarray(jax.tree.leaves(new)[0]).tolist() == [3.0, 3.0]
+    assert m.f(1.0).tolist() == [1.0, 1.0]
