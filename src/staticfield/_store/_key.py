@@ -119,35 +119,52 @@ def _sharding(s: Any) -> str:
     return f"{s!r} devices={np.asarray(ids).tolist() if ids is not None else None}"
 
 
+ARRAY_TYPES: set[type] = set()  # concrete jax.Array classes seen (never a tracer's)
+
+
+def array_signature(leaf: Any) -> tuple:
+    """A jax.Array's signature: (shape, dtype, weak type, sharding, committed)."""
+    return (leaf.shape, leaf.dtype, leaf.weak_type, leaf.sharding, leaf.committed)
+
+
 def leaf_signature(leaf: Any) -> Any:
     """A hashable description of what a compiled program requires of one argument leaf;
-    ``None`` for a tracer (a call inside another function's trace)."""
+    ``None`` for a tracer (a call inside another function's trace). It runs on every call
+    while a store is set, so it keeps dtypes as objects (``str`` of one costs 5 µs), and
+    ``signature`` takes the array classes seen here by a faster path."""
     if isinstance(leaf, jax.core.Tracer):
         return None
     if isinstance(leaf, jax.Array):
-        return ("array", leaf.shape, str(leaf.dtype), bool(getattr(leaf, "weak_type", False)),
-                getattr(leaf, "sharding", None), bool(getattr(leaf, "committed", True)))
+        ARRAY_TYPES.add(type(leaf))
+        return array_signature(leaf)
     if isinstance(leaf, (np.ndarray, np.generic)):
-        return ("numpy", leaf.shape, str(leaf.dtype))
+        return ("numpy", leaf.shape, leaf.dtype)
     if isinstance(leaf, (bool, int, float, complex)):
         return ("python", type(leaf).__name__)
     dtype, shape = getattr(leaf, "dtype", None), getattr(leaf, "shape", None)
     if dtype is not None and shape is not None:  # a ShapeDtypeStruct, for precompile
         sharding = getattr(leaf, "sharding", None)
-        return ("array", tuple(shape), str(dtype), bool(getattr(leaf, "weak_type", False)), sharding,
+        return (tuple(shape), np.dtype(dtype), bool(getattr(leaf, "weak_type", False)), sharding,
                 sharding is not None)
     return ("other", type(leaf).__qualname__, id(leaf))  # never equal across processes
 
 
+def signature(leaves: list) -> tuple:
+    """Each leaf's signature (see ``leaf_signature``)."""
+    array_types = ARRAY_TYPES
+    return tuple([array_signature(leaf) if leaf.__class__ in array_types else leaf_signature(leaf)
+                  for leaf in leaves])
+
+
 def describe_leaf(sig: Any) -> str:
     """One leaf's signature as text, for the key and for listings."""
-    kind = sig[0]
-    if kind == "array":
-        _, shape, dtype, weak, sharding, committed = sig
+    if isinstance(sig[0], tuple):
+        shape, dtype, weak, sharding, committed = sig
         text = f"{dtype}[{','.join(map(str, shape))}]" + (" weak" if weak else "")
         if sharding is not None:
             text += f" {_sharding(sharding)}" + ("" if committed else " uncommitted")
         return text
+    kind = sig[0]
     if kind == "numpy":
         return f"numpy {sig[2]}[{','.join(map(str, sig[1]))}]"
     if kind == "python":

@@ -60,7 +60,7 @@ class StoredJit:
 
     def __call__(self, *dyn: Any, **kwargs: Any) -> Any:
         leaves, tree = jax.tree_util.tree_flatten((dyn, kwargs))
-        sig = (tree, tuple(map(_key.leaf_signature, leaves)))
+        sig = (tree, _key.signature(leaves))
         if None in sig[1]:  # called while another function is traced: JAX inlines it there
             return self.jitted(*dyn, **kwargs)
         program = self.programs.get(sig)
@@ -71,7 +71,7 @@ class StoredJit:
     def precompile(self, dyn: tuple, kwargs: dict) -> bool:
         """Load or compile (and store) the program for these arguments; whether it was new."""
         leaves, tree = jax.tree_util.tree_flatten((dyn, kwargs))
-        sig = (tree, tuple(map(_key.leaf_signature, leaves)))
+        sig = (tree, _key.signature(leaves))
         if None in sig[1]:
             raise TypeError(f"{_name(self.fn)}.precompile: called with traced values; call it "
                             "outside jax.jit, with arrays or jax.ShapeDtypeStruct values.")
