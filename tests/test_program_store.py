@@ -513,3 +513,17 @@ def test_a_function_called_inside_another_trace_is_inlined_and_nested_compiles_w
 
     np.testing.assert_array_equal(np.asarray(outer(jnp.ones(3, jnp.float32))), np.full(3, 4.0, np.float32))
     assert outer.compile_count == 1
+
+
+def test_a_running_profiler_is_left_alone(store):
+    import cProfile
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        out = run_model(fresh(store))
+        still = sys.getprofile()
+    finally:
+        profiler.disable()
+    np.testing.assert_allclose(out, _expected(2) * 2.0, rtol=1e-6)
+    assert still is profiler

@@ -24,6 +24,17 @@ def _age(created: float) -> str:
     return f"{seconds:.0f} s"
 
 
+def _runs(avals: list[str]) -> str:
+    """The avals, a run of equal ones written once with its count: ``f32[4] ×64``."""
+    runs: list[list] = []
+    for aval in avals:
+        if runs and runs[-1][0] == aval:
+            runs[-1][1] += 1
+        else:
+            runs.append([aval, 1])
+    return ", ".join(aval if n == 1 else f"{aval} \u00d7{n}" for aval, n in runs)
+
+
 def listing(directory: str) -> str:
     """One block per entry: function, statics, avals, size and age (JSON only, never unpickled)."""
     lines: list[str] = []
@@ -40,7 +51,7 @@ def listing(directory: str) -> str:
         lines.append(f"{display.get('function', '?')}  [{_size(size)}, {_age(header.get('created', 0))} old, "
                      f"jax {versions.get('jax', '?')}, {key.get('environment', {}).get('backend', '?')}]")
         lines.append(f"    statics: {display.get('statics', '?')}")
-        lines.append(f"    avals:   {', '.join(key.get('avals', [])) or '(none)'}")
+        lines.append(f"    avals:   {_runs(key.get('avals', [])) or '(none)'}")
     lines.append(f"{len(found)} program(s), {_size(total)} in {directory}")
     return "\n".join(lines)
 

@@ -34,7 +34,8 @@ from typing import Any, Iterator
 _TOOL_NAME = "staticfield program store"
 _PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")
 _lock = threading.Lock()
-_local = threading.local()  # this thread's recording in progress
+_local = threading.local()
+UNRECORDED = "\0 not recorded"  # what ran is unknown: no file by this name, so not storable
 _hashes: dict[str, tuple[tuple, str]] = {}  # path -> ((mtime_ns, size, inode), sha256)
 
 
@@ -83,20 +84,21 @@ def _monitoring(files: set[str]) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _profiling(files: set[str]) -> Iterator[None]:
-    previous = sys.getprofile()
+    if sys.getprofile() is not None:  # a profiler runs (cProfile): leave it be, store nothing
+        files.add(UNRECORDED)
+        yield
+        return
     seen: set = set()
 
     def profile(frame: Any, event: str, arg: Any) -> None:
         if event == "call":
             seen.add(frame.f_code)
-        if previous is not None:
-            previous(frame, event, arg)
 
     sys.setprofile(profile)
     try:
         yield
     finally:
-        sys.setprofile(previous)
+        sys.setprofile(None)
         files.update(code.co_filename for code in seen)
 
 
