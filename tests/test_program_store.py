@@ -50,6 +50,17 @@ def power(x, k):
     return x ** k
 
 
+def scaled_by(k):
+    @sf.jit
+    def scaled(x):
+        return x * k
+    return scaled
+
+
+def times(x, k):
+    return x * k
+
+
 @sf.jit(donate_argnums=0)
 def double(x):
     return x * 2.0
@@ -231,6 +242,27 @@ def test_another_weak_type_compiles_again(store):
     strong = m.apply(jnp.asarray(1.0, jnp.float32))
     assert (again.Model.apply.compile_count, again.Model.apply.load_count) == (1, 0)
     assert (weak.dtype, strong.dtype) == (jnp.bfloat16, jnp.float32)
+
+
+def test_closures_of_one_def_with_other_values_are_told_apart(store):
+    assert float(fresh(store).scaled_by(2.0)(jnp.float32(1.0))) == 2.0
+    again = fresh(store)
+    three = again.scaled_by(3.0)
+    assert float(three(jnp.float32(1.0))) == 3.0
+    assert (three.compile_count, three.load_count) == (1, 0)
+    two = again.scaled_by(2.0)
+    assert float(two(jnp.float32(1.0))) == 2.0
+    assert (two.compile_count, two.load_count) == (0, 1)
+
+
+def test_partials_with_other_arguments_are_told_apart(store):
+    import functools
+
+    mod = fresh(store)
+    assert float(sf.jit(functools.partial(mod.times, k=2.0))(jnp.float32(1.0))) == 2.0
+    three = sf.jit(functools.partial(fresh(store).times, k=3.0))
+    assert float(three(jnp.float32(1.0))) == 3.0
+    assert (three.compile_count, three.load_count) == (1, 0)
 
 
 # ----- damaged entries: one warning, compiled and written again --------------------------

@@ -18,6 +18,7 @@ import io
 import os
 import pickle
 import sys
+import types
 from typing import Any, Callable
 
 import jax
@@ -41,10 +42,9 @@ _NOT_IN_KEY_PREFIXES = ("jax_persistent_cache_", "jax_compilation_cache_")
 def _versions() -> dict[str, str]:
     import jaxlib
 
-    from .. import __version__
-
+    staticfield = sys.modules.get(__name__.split(".")[0])  # the package root, imported by now
     return {"jax": jax.__version__, "jaxlib": getattr(jaxlib, "__version__", "?"),
-            "python": sys.version, "staticfield": __version__}
+            "python": sys.version, "staticfield": getattr(staticfield, "__version__", "?")}
 
 
 def environment() -> dict[str, Any]:
@@ -74,13 +74,40 @@ def _config_values() -> dict[str, Any]:
 
 
 # ----- function and statics ------------------------------------------------------------
-def function_identity(fn: Callable) -> dict[str, str]:
+def function_identity(fn: Callable) -> dict[str, str] | None:
+    """Where the function is defined, and the values it carries: a closure's cells and
+    its defaults (two closures of one ``def`` share a name but not their values). Any
+    other callable (a ``functools.partial``) by its pickle. ``None``: cannot be told apart."""
     code = getattr(fn, "__code__", None)
+    if not isinstance(fn, types.FunctionType) or code is None:
+        carried = _digest(fn)
+        return None if carried is None else {"callable": type(fn).__qualname__, "pickle": carried}
+    carried = None
+    if fn.__closure__ or fn.__defaults__ or fn.__kwdefaults__:
+        try:
+            cells = tuple(c.cell_contents for c in fn.__closure__ or ())
+        except ValueError:  # an empty cell (a name assigned after the def)
+            return None
+        carried = _digest((cells, fn.__defaults__, fn.__kwdefaults__))
+        if carried is None:
+            return None
     return {
-        "module": str(getattr(fn, "__module__", "")),
-        "qualname": str(getattr(fn, "__qualname__", getattr(fn, "__name__", ""))),
-        "file": code.co_filename if code is not None else "",
+        "module": str(fn.__module__), "qualname": fn.__qualname__, "file": code.co_filename,
+        "line": str(code.co_firstlineno), "carried": carried or "",
     }
+
+
+def _digest(value: Any) -> str | None:
+    """SHA-256 of ``value``'s pickle (no memo: equal values pickle the same whether shared
+    or not); ``None`` when pickle cannot write it."""
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=4)
+    pickler.fast = True
+    try:
+        pickler.dump(value)
+    except Exception:
+        return None
+    return hashlib.sha256(buffer.getvalue()).hexdigest()
 
 
 def _plain(part: Any) -> Any:
@@ -97,14 +124,7 @@ def _plain(part: Any) -> Any:
 def statics_digest(vkey: Any) -> str | None:
     """A digest telling static keys apart across processes; ``None`` when a value cannot
     be pickled (a lambda, a local class), so the program is not stored."""
-    buffer = io.BytesIO()
-    pickler = pickle.Pickler(buffer, protocol=4)
-    pickler.fast = True  # no memo: equal values pickle the same whether shared or not
-    try:
-        pickler.dump(_plain(vkey))
-    except Exception:
-        return None
-    return hashlib.sha256(buffer.getvalue()).hexdigest()
+    return _digest(_plain(vkey))
 
 
 # ----- avals ----------------------------------------------------------------------------

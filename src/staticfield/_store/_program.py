@@ -57,6 +57,7 @@ class StoredJit:
         self.programs: dict[Any, Any] = {}
         self._lock = threading.Lock()
         self._statics: str | None | bool = False  # not computed yet
+        self._identity: dict | None | bool = False
 
     def __call__(self, *dyn: Any, **kwargs: Any) -> Any:
         leaves, tree = jax.tree_util.tree_flatten((dyn, kwargs))
@@ -111,12 +112,14 @@ class StoredJit:
     def _key(self, sig: Any) -> dict[str, Any] | None:
         if self._statics is False:
             self._statics = _key.statics_digest(self.vkey)
-        if self._statics is None:
+        if self._identity is False:
+            self._identity = _key.function_identity(self.fn)
+        if self._statics is None or self._identity is None:
             return None
         tree, leaves = sig
         return {
             "format": _key.FORMAT,
-            "function": _key.function_identity(self.fn),
+            "function": self._identity,
             "statics": self._statics,
             "tree": _key.tree_digest(tree),
             "avals": [_key.describe_leaf(leaf) for leaf in leaves],
@@ -154,8 +157,9 @@ class StoredJit:
             lowered = self.jitted.lower(*dyn, **kwargs)
         compiled = lowered.compile()
         if path is None or key is None:
-            logger.info("staticfield: %s: not stored (a static value or class that pickle cannot "
-                        "name, such as a lambda or a class defined in a function)", _name(self.fn))
+            logger.info("staticfield: %s: not stored (a static value, class or closure value that "
+                        "pickle cannot write, such as a lambda or a class defined in a function)",
+                        _name(self.fn))
             return compiled
         if self._traces() == before:  # JAX reused an earlier trace: what ran is unknown
             logger.info("staticfield: %s: not stored (JAX reused an earlier trace)", _name(self.fn))
