@@ -28,3 +28,19 @@ class Traced:
 def counted_jit() -> Callable[..., Traced]:
     """Factory: ``counted_jit(fn, **jit_kwargs)`` → a jitted ``fn`` that counts its traces."""
     return Traced
+
+
+@pytest.fixture(scope="module")
+def check_deps():
+    """deps="read" in its checking mode (STATICFIELD_CHECK_DEPS=1) for a whole test module:
+    every program shared with a new key is traced again for that key and compared."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("STATICFIELD_CHECK_DEPS", "1")
+        yield
+
+
+@pytest.fixture
+def no_check_deps(monkeypatch):
+    """Checking mode off for one test that counts the user's function's traces itself (the
+    checking mode traces it again for every shared key, on purpose)."""
+    monkeypatch.delenv("STATICFIELD_CHECK_DEPS", raising=False)

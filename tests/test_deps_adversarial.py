@@ -13,6 +13,9 @@ import pytest
 
 import staticfield as sf
 
+# Every program shared with a new key is checked against a trace for that key (DESIGN).
+pytestmark = pytest.mark.usefixtures("check_deps")
+
 
 def _class(body, deps="read"):
     """A class whose jit_method runs ``body(self, x)``; statics ``k`` (int) and ``tag`` (str)."""
@@ -224,6 +227,7 @@ def test_swallowing_exceptions_cannot_hide_an_abort():
     assert np.array_equal(a.f(jnp.ones(3)), [1.0, 1.0, 1.0])
 
 
+@pytest.mark.usefixtures("no_check_deps")  # counts traces itself
 def test_retrace_for_new_shapes_reading_outside_the_recorded_set():
     """A shared program retraced for new shapes that reads a new static is not reused; the abort is uncounted."""
     calls = []

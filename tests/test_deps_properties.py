@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax
+import pytest
 import jax.numpy as jnp
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import staticfield as sf
+
+# Every program shared with a new key is checked against a trace for that key (DESIGN).
+pytestmark = pytest.mark.usefixtures("check_deps")
 
 SETTINGS = settings(max_examples=40, deadline=None)
 STATICS = ("s0", "s1", "s2")
@@ -27,12 +33,26 @@ class Inner:
     n: sf.Static[object] = 0
     m: sf.Static[object] = 0
 
+    @functools.cached_property
+    def cached(self):
+        return num(self.n) * 3.0
+
+    @sf.jit_method(warn_compiles=None)
+    def scale(self, x):
+        return x * num(self.m)
+
+
+DEFAULT_INNER = Inner()
+SUBCLASSES: list = []  # every class that reached P's __init_subclass__
+
 
 def _steps(depth):
     leaf = st.one_of(
         st.tuples(st.just("read"), st.sampled_from(STATICS)),
         st.tuples(st.just("inner"), st.sampled_from(("n", "m"))),
-        st.tuples(st.just("whole"), st.sampled_from(("hash", "replace", "tree", "getattr"))),
+        st.tuples(st.just("whole"), st.sampled_from(("hash", "replace", "tree", "getattr", "rebuild"))),
+        st.tuples(st.just("cached"), st.sampled_from(("inner_property", "inner_jit"))),
+        st.tuples(st.just("type"), st.sampled_from(("is_default", "exact", "inner_exact"))),
     )
     if depth == 0:
         return st.lists(leaf, max_size=3)
@@ -60,8 +80,19 @@ def run(steps, self, x):
                 x = x + num(sf.replace(self, w=self.w).s0)
             elif use == "tree":
                 x = x + jax.tree.map(lambda a: a, self).w[0]
+            elif use == "rebuild":
+                x = x + type(self)(self.w * 2, self.s0, self.s1, self.s2, self.inner).w[0]
             else:
                 x = x + len(sf.static_fields(self))
+        elif kind == "cached":  # entries cached on the nested instance before the call
+            x = x + self.inner.cached if step[1] == "inner_property" else self.inner.scale(x)
+        elif kind == "type":
+            if step[1] == "is_default":
+                x = x + float(self.inner is DEFAULT_INNER)
+            elif step[1] == "exact":
+                x = x + float(type(self).__name__ == "P") + 2.0 * float(type(self).__name__ == "Sub")
+            else:
+                x = x + float(type(self.inner) is Inner)
         elif kind == "if":
             _, name, t, yes, no = step
             x = run(yes if num(getattr(self, name)) > t else no, self, x)
@@ -71,20 +102,44 @@ def run(steps, self, x):
     return x
 
 
-def fresh(steps, deps):
+def fresh(steps, deps, sub=False):
+    """The class under test; with ``sub``, a decorated subclass whose property overrides s2."""
+
     @sf.dataclass
     class P:
         w: jax.Array
         s0: sf.Static[object] = 0
         s1: sf.Static[object] = 0
         s2: sf.Static[object] = 0
-        inner: sf.Static[Inner] = Inner()
+        inner: sf.Static[Inner] = DEFAULT_INNER
+
+        def __init_subclass__(cls, **kwargs):
+            super().__init_subclass__(**kwargs)
+            SUBCLASSES.append(cls.__name__)
 
         @sf.jit_method(deps=deps, warn_compiles=None)
         def f(self, x):
             return run(steps, self, x * self.w[0])
 
-    return P
+    if not sub:
+        return P
+
+    @sf.dataclass
+    class Sub(P):
+        @property
+        def s2(self):
+            return num(self.s1) + 0.125
+
+    return Sub
+
+
+def inner_of(values):
+    """Inner(*values), or the shared default when values are its own (identity matters)."""
+    inner = Inner(*values)
+    if inner == DEFAULT_INNER:
+        return DEFAULT_INNER
+    inner.cached, inner.scale(1.0)  # entries cached on it before any trace
+    return inner
 
 
 calls = st.lists(
@@ -95,16 +150,19 @@ calls = st.lists(
 
 
 @SETTINGS
-@given(steps=_steps(2), calls=calls)
-def test_read_deps_match_all_deps(steps, calls):
-    """Bit-identical results to deps="all", and compile_count never higher, after every call."""
-    Read, All = fresh(steps, "read"), fresh(steps, "all")
+@given(steps=_steps(2), calls=calls, sub=st.booleans())
+def test_read_deps_match_all_deps(steps, calls, sub):
+    """Bit-identical results to deps="all", and compile_count never higher, after every call;
+    no class but the user's own subclass ever reaches __init_subclass__."""
+    del SUBCLASSES[:]
+    Read, All = fresh(steps, "read", sub), fresh(steps, "all", sub)
     for statics, inner, size in calls:
         x = jnp.arange(size, dtype=jnp.float32)
-        got = Read(jnp.ones(2), *statics, Inner(*inner)).f(x)
-        want = All(jnp.ones(2), *statics, Inner(*inner)).f(x)
+        got = Read(jnp.ones(2), *statics, inner_of(inner)).f(x)
+        want = All(jnp.ones(2), *statics, inner_of(inner)).f(x)
         assert np.asarray(got).tobytes() == np.asarray(want).tobytes()
         assert Read.f.compile_count <= All.f.compile_count
+    assert SUBCLASSES == (["Sub", "Sub"] if sub else [])
 
 
 @SETTINGS

@@ -15,6 +15,9 @@ import pytest
 
 import staticfield as sf
 
+# Every program shared with a new key is checked against a trace for that key (DESIGN).
+pytestmark = pytest.mark.usefixtures("check_deps")
+
 MODES = ["all", "read"]
 
 
@@ -261,3 +264,166 @@ def test_copy_then_object_setattr_is_what_jit_sees(deps):
     assert jax.jit(lambda o, x: o.w * x)(new, 1.0).tolist() == [3.0, 3.0]
     assert np.asarray(jax.tree.leaves(new)[0]).tolist() == [3.0, 3.0]
     assert m.f(1.0).tolist() == [1.0, 1.0]
+
+
+# ----------------------------------------------------------------- the checking mode
+def _leaky(monkeypatch):
+    """Simulate a recording bug: the traced self answers ``k`` from its dict, unrecorded."""
+    from staticfield._deps import _share
+
+    real = _share.stand_in
+
+    def leaky(obj, recorder):
+        new, shadowed = real(obj, recorder)
+        dict.__setitem__(new.__dict__, "k", obj.__dict__["k"])
+        return new, shadowed
+
+    monkeypatch.setattr(_share, "stand_in", leaky)
+
+    class P(sf.Struct):
+        w: jax.Array
+        k: sf.Static[int] = 1
+        tag: sf.Static[str] = "t"
+
+        @sf.jit_method(deps="read", warn_compiles=None)
+        def f(self, x):
+            return self.w * x * self.k
+
+    return P
+
+
+def test_checking_mode_catches_a_read_that_escaped(monkeypatch):
+    """STATICFIELD_CHECK_DEPS=1: a shared program that traces differently for the new key
+    raises DepsCheckError naming the method, both keys and the static whose read escaped."""
+    P = _leaky(monkeypatch)
+    assert P(jnp.ones(1), 1).f(1.0).tolist() == [1.0]
+    with pytest.raises(sf.DepsCheckError) as info:
+        P(jnp.ones(1), 2).f(1.0)
+    text = str(info.value)
+    assert text.startswith("_leaky.<locals>.P.f: deps=\"read\" shared the program traced for self.k=1 "
+                           "with self.k=2, but the method traces differently for them (the equations")
+    assert "a read of self.k escaped the recording" in text
+    assert "use deps=\"all\" (the default) for this method" in text
+    assert isinstance(info.value, RuntimeError)
+
+
+def test_without_the_checking_mode_the_same_escape_is_silent(monkeypatch):
+    """The same simulated bug without the checking mode returns the first key's result:
+    what the checking mode is for."""
+    monkeypatch.delenv("STATICFIELD_CHECK_DEPS", raising=False)
+    P = _leaky(monkeypatch)
+    P(jnp.ones(1), 1).f(1.0)
+    assert P(jnp.ones(1), 2).f(1.0).tolist() == [1.0]  # wrong, as the leak makes it
+
+
+def test_checking_mode_passes_sound_sharing_and_never_counts_its_traces(monkeypatch):
+    """Sharing that is right passes the check; its extra traces are not compiles."""
+    traces = 0
+
+    class P(sf.Struct):
+        w: jax.Array
+        k: sf.Static[int] = 1
+        tag: sf.Static[str] = "t"
+
+        @sf.jit_method(deps="read", warn_compiles=None)
+        def f(self, x):
+            nonlocal traces
+            traces += 1
+            return self.w * x * self.k
+
+    got = [P(jnp.ones(1), 1, t).f(1.0).tolist() for t in ("a", "b", "c")]
+    assert got == [[1.0]] * 3
+    assert P.f.compile_count == 1
+    assert 3 <= traces <= 1 + 2 * 2  # the real trace, then the check's (JAX may reuse the base's)
+
+
+# ----------------------------------------------------------------- static arguments
+def _with_static_args(deps, **jit_kwargs):
+    class P(sf.Struct):
+        w: jax.Array
+        k: sf.Static[int] = 1
+        tag: sf.Static[str] = "t"
+
+        @sf.jit_method(deps=deps, warn_compiles=None, **jit_kwargs)
+        def f(self, x, n, *, scale=1.0):
+            out = self.w * x * self.k
+            for _ in range(n):  # n must be static: a Python int here
+                out = out + 1.0
+            return out * scale
+
+    return P
+
+
+@pytest.mark.parametrize("jit_kwargs", [dict(static_argnums=2), dict(static_argnames=("n", "scale"))],
+                         ids=["argnums", "argnames"])
+def test_static_arguments_with_deps_read(jit_kwargs):
+    """deps="read" with static_argnums/argnames: equal static arguments share across unread
+    statics; another static argument value (type-strict) compiles; results equal deps="all"."""
+    Read, All = _with_static_args("read", **jit_kwargs), _with_static_args("all", **jit_kwargs)
+    calls = [(1, "a", 2), (1, "b", 2), (1, "c", 2), (2, "a", 2), (1, "a", 3), (1, "b", True)]
+    for k, tag, n in calls:
+        got = Read(jnp.ones(1), k, tag).f(1.0, n)
+        want = All(jnp.ones(1), k, tag).f(1.0, n)
+        assert got.tolist() == want.tolist(), (k, tag, n)
+    assert Read.f.compile_count == 4 < All.f.compile_count == 6
+    assert Read.f(Read(jnp.ones(1), 1, "z"), 1.0, 2).tolist() == [3.0]  # Cls.f(obj, ...)
+    assert Read.f.compile_count == 4
+
+
+def test_static_keyword_with_deps_read_and_aot():
+    """A static keyword is part of what must match; lower/trace take the user's arguments."""
+    P = _with_static_args("read", static_argnames=("n", "scale"))
+    a, b = P(jnp.ones(1), 1, "a"), P(jnp.ones(1), 1, "b")
+    assert a.f(1.0, n=1, scale=2.0).tolist() == b.f(1.0, n=1, scale=2.0).tolist() == [4.0]
+    assert b.f(1.0, n=1, scale=3.0).tolist() == [6.0]
+    assert P.f.compile_count == 2
+    assert "mul" in str(P.f.trace(a, 1.0, n=1, scale=2.0).jaxpr)
+    assert "multiply" in P.f.lower(b, 1.0, n=1, scale=2.0).as_text()
+
+
+# ----------------------------------------------------------------- sf.watch
+def _shape_reader():
+    class P(sf.Struct):
+        w: jax.Array
+        k: sf.Static[int] = 1
+        tag: sf.Static[str] = "t"
+
+        @sf.jit_method(deps="read", warn_compiles=None)
+        def f(self, x):
+            return x * (self.k if x.shape[0] == 3 else 1)  # reads k for 3 elements only
+
+    return P
+
+
+@pytest.mark.usefixtures("no_check_deps")  # counts the method's traces under sf.watch
+def test_watch_does_not_report_an_aborted_retrace_as_a_trace_that_raised():
+    """A retrace that deps="read" aborts (its keys disagree on a new read) and makes again is
+    not "a trace that raised": the report counts the compiles that happened, no failure."""
+    P = _shape_reader()
+    with sf.watch() as w:
+        P(jnp.ones(1), 1, "a").f(jnp.ones(2))
+        P(jnp.ones(1), 2, "a").f(jnp.ones(2))  # shares: k was not read
+        assert P(jnp.ones(1), 2, "a").f(jnp.ones(3)).tolist() == [2.0] * 3  # reads k: aborts, again
+    (entry,) = [e for e in w.functions if not e.eager]
+    assert entry.failed_traces == 0
+    assert entry.count == P.f.compile_count == 2
+    assert "raised" not in w.report()
+    assert [c.call_site.split(":")[0] for c in entry.compiles] == ["tests/test_deps_soundness.py"] * 2
+
+
+@pytest.mark.usefixtures("no_check_deps")
+def test_watch_never_blames_an_unread_static_and_says_where_the_read_was():
+    """sf.watch explains a deps="read" recompile by the statics the method read, with the
+    line that read them, as sf.Recompile does; a static that also changed but was never
+    read is not named."""
+    P = _shape_reader()
+    with sf.watch() as w:
+        P(jnp.ones(1), 1, "a").f(jnp.ones(3))  # reads k
+        P(jnp.ones(1), 2, "b").f(jnp.ones(3))  # k and tag differ; only k was read
+    (entry,) = [e for e in w.functions if not e.eager]
+    changes = [(c.path, c.kind) for c in entry.compiles[1].changes]
+    assert changes == [("self.k", "static")]
+    assert entry.compiles[1].changes[0].read.startswith("read at test_deps_soundness.py:")
+    assert "self.k: 1 → 2 (static; read at test_deps_soundness.py:" in w.report()
+    assert "self.tag" not in w.report()
+    assert [(c.path, c.read[:8]) for c in P.f.recompiles[-1].changes] == [("self.k", "read at ")]

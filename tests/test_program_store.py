@@ -75,6 +75,10 @@ class Cfg:
     @sf.jit_method(deps="read")
     def run(self, x):
         return x * self.depth + self.w
+
+    @sf.jit_method(deps="read", static_argnums=2)
+    def scaled(self, x, k):
+        return x * self.depth * k
 '''
 
 HELPER = '''
@@ -463,6 +467,22 @@ def test_deps_read_stores_a_shared_program_once_and_loads_it(store):
     out = again.Cfg(w, depth=5).run(jnp.ones(3, jnp.float32))  # another read value: compiled
     np.testing.assert_array_equal(np.asarray(out), np.full(3, 6.0, np.float32))
     assert again.Cfg.run.compile_count == 1
+
+
+def test_deps_read_with_static_arguments_and_precompile_load(store):
+    mod = fresh(store)
+    w = jnp.ones(3, jnp.float32)
+    mod.Cfg.scaled.precompile(mod.Cfg(w, name="a"), jnp.ones(3, jnp.float32), 4)
+    mod.Cfg.run.precompile(mod.Cfg(w, name="a"), jnp.ones(3, jnp.float32))
+    assert (mod.Cfg.scaled.compile_count, mod.Cfg.run.compile_count) == (1, 1)
+    again = fresh(store)
+    out = again.Cfg(w, name="a").scaled(jnp.ones(3, jnp.float32), 4)
+    np.testing.assert_array_equal(np.asarray(out), np.full(3, 8.0, np.float32))
+    out = again.Cfg(w, name="a").scaled(jnp.ones(3, jnp.float32), 5)  # another static argument
+    np.testing.assert_array_equal(np.asarray(out), np.full(3, 10.0, np.float32))
+    again.Cfg(w, name="a").run(jnp.ones(3, jnp.float32))
+    assert (again.Cfg.scaled.compile_count, again.Cfg.scaled.load_count) == (1, 1)
+    assert (again.Cfg.run.compile_count, again.Cfg.run.load_count) == (0, 1)
 
 
 def test_watch_reports_a_load_as_a_load(store):

@@ -6,6 +6,7 @@ compile only when something really changed, and explain every recompile.
 """
 
 from ._core._decorator import dataclass as dataclass
+from ._core._errors import DepsCheckError as DepsCheckError
 from ._core._errors import RecompileError as RecompileError
 from ._core._errors import StaticFieldWarning as StaticFieldWarning
 from ._core._field import Static as Static
@@ -39,6 +40,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Change",
+    "DepsCheckError",
     "FrozenDict",
     "Recompile",
     "RecompileError",

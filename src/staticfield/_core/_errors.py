@@ -13,6 +13,25 @@ class RecompileError(RuntimeError):
     """A jitted function was about to trace more times than its ``max_compiles`` budget allows."""
 
 
+class Retrace(BaseException):
+    """Internal: staticfield stops a trace on purpose and makes it again (``deps="read"``:
+    a shared program's retrace read a static its keys disagree on). Never reaches the user;
+    a ``BaseException`` so that a user's ``except Exception`` cannot swallow it."""
+
+
+class DepsCheckError(RuntimeError):
+    """``STATICFIELD_CHECK_DEPS=1``: a ``deps="read"`` method shared a program with a static
+    key for which it traces differently (a read of a static escaped the recording)."""
+
+
+DEPS_CHECK = (
+    "{function}: deps=\"read\" shared the program traced for {base} with {key}, but the "
+    "method traces differently for them ({what}), so a read of {fields} escaped the recording "
+    "and the shared program would compute the wrong result. Please report this to staticfield "
+    "with the method; until it is fixed, use deps=\"all\" (the default) for this method."
+)
+
+
 class StaticFieldWarning(UserWarning):
     """A staticfield construct works, but is likely to cost recompiles."""
 

@@ -28,7 +28,7 @@ from typing import Any, Iterator
 
 _counter = itertools.count()
 _BUILTINS = vars(builtins)
-_HERE = os.path.dirname(os.path.abspath(__file__))
+_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package's directory
 
 
 def _names(code: types.CodeType) -> Iterator[str]:

@@ -15,10 +15,6 @@ from typing import Any
 from .._core._keys import keyable
 
 
-class Abort(BaseException):
-    """Internal: a trace of a shared program read a static on which its keys disagree."""
-
-
 def part(state: dict[str, Any], path: tuple[str, ...]) -> Any:
     """The type-strict comparable value at ``path`` of a key's static values."""
     return keyable(state[path[0]])

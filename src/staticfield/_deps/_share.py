@@ -43,10 +43,11 @@ import sys
 import threading
 from typing import Any, Callable
 
-from ._read import Abort as Abort  # the hit paths catch it
+from . import _check
+from .._core._errors import Retrace as Abort  # raised here, caught by the hit paths
 from ._read import Recorder, Trace, Variant, display, part
 from ._trace import stand_in
-from .._explain._diff import Recompile
+from .._explain._diff import Change, Recompile
 from .._core._spec import SPECS
 from .._core._state import flat
 
@@ -62,7 +63,11 @@ class Deps:
     """The variants of one ``deps="read"`` method: lookup, tracing with recording, eviction."""
 
     def __init__(self, variants: dict, make_jitted: Callable[[Any], Any], self_name: str,
-                 not_an_instance: Callable[[Any], Any]) -> None:
+                 not_an_instance: Callable[[Any], Any], fn: Callable[..., Any], function: str,
+                 static_pos: frozenset = frozenset(), static_names: frozenset = frozenset()) -> None:
+        self.fn, self.function = fn, function  # the user's method and its qualified name
+        self.static_pos, self.static_names = static_pos, static_names  # of fn, for the check
+        self.checked: set = set()  # (key, base) pairs the checking mode has compared
         self.variants = variants
         self.make_jitted = make_jitted
         self.self_name = self_name
@@ -105,7 +110,23 @@ class Deps:
 
     def retry(self, obj: Any, *args: Any, **kwargs: Any) -> Any:
         """A miss, an ``Abort``, or a key moved during the call: look up again and call."""
-        return self.call(obj, lambda jitted, children: jitted(children, *args, **kwargs))
+        out = self.call(obj, lambda jitted, children: jitted(children, *args, **kwargs))
+        if _check.enabled():  # after the call: its retraces have recorded what they read
+            self.check(obj, args, kwargs)
+        return out
+
+    def check(self, obj: Any, args: tuple, kwargs: dict) -> None:
+        """The checking mode: a key that shares a program traces as its base does (``_check``)."""
+        key = flat(obj)[1]
+        with self.lock:
+            entry = self.variants.get(key)
+            variant = next((v for v in self.by_base.values() if v.entry is entry), None)
+            if variant is None or variant.base == key or (key, variant.base) in self.checked:
+                return
+            self.checked.add((key, variant.base))
+            base, reads = variant.base, dict(variant.reads)
+        _check.check(self.function, self.self_name, self.fn, base, reads, obj, args, kwargs,
+                     self.static_pos, self.static_names)
 
     def call(self, obj: Any, invoke: Callable[[Any, tuple], Any]) -> Any:
         """``invoke(jax.jit, children)`` on ``obj``'s variant, until it ran on a variant that
@@ -209,25 +230,28 @@ class Deps:
 
     # ----- explanations -----------------------------------------------------------------------
     def annotate(self, event: Recompile) -> Recompile:
-        """Say where each changed static was read; drop statics no variant read."""
+        """``event`` with ``explain``'s changes."""
+        changes = self.explain(event.changes)
+        return event if changes == event.changes else dataclasses.replace(event, changes=changes)
+
+    def explain(self, changes: list[Change]) -> list[Change]:
+        """Say where each changed static was read; drop statics no variant read (unless
+        nothing would be left). ``sf.Recompile`` and ``sf.watch`` explain with it."""
         with self.lock:
             how: dict[str, str] = {}
             for variant in self.by_base.values():
                 for path, (_, text) in variant.reads.items():
                     how.setdefault(display(self.self_name, path), text)
             statics = {display(self.self_name, p) for v in self.by_base.values() for p in v.tops}
-        changes = []
-        for change in event.changes:
+        out = []
+        for change in changes:
             if change.kind == "static" and change.path in statics:
-                text = how.get(change.path) or next(
-                    (t for p, t in how.items() if p.startswith(change.path + ".")), "")
+                text = how.get(change.path, "")
                 if not text:
                     continue
                 change = dataclasses.replace(change, read=text)
-            changes.append(change)
-        if not changes:
-            return event
-        return dataclasses.replace(event, changes=changes)
+            out.append(change)
+        return out or list(changes)
 
 
 def check_deps(owner: str, deps: Any) -> None:

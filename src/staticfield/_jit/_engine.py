@@ -25,7 +25,7 @@ from .._core._keys import StaticArgKey
 from .._core._spec import SPECS
 from .._core._state import flat
 from .._core._traceback import hide
-from .._store import StoredJit, stored
+from .._store import stored
 from ._tracker import (
     TRACKER_COUNTERS,
     UNSET,
@@ -33,6 +33,7 @@ from ._tracker import (
     check_positive,
     default_warn_compiles,
 )
+from ._deps_args import RestDeps
 from ._variant import Split, StaticArg, make_jitted
 
 logger = logging.getLogger("staticfield")
@@ -76,18 +77,18 @@ class JitFunction:
         self._jit_kwargs.update(resolve_donation(fn, self._jit_kwargs))
         self.has_static = bool(self.static_pos or self.static_names)
         self.fast = method and not self.has_static
-        # deps="read": programs shared by the statics the method reads (see _deps).
+        # deps="read": programs shared by the statics the method reads (see _deps); with
+        # static arguments, one Deps per value of the other arguments' keys (_deps_args).
         self.deps: Deps | None = None
-        if deps == "read":
-            if not self.fast:
-                raise TypeError(
-                    f"@sf.jit_method: {name}: deps=\"read\" does not support static_argnums or "
-                    "static_argnames yet. Make those arguments static fields of self, or use "
-                    "the default deps=\"all\"."
-                )
-            self.deps = Deps(self.variants, self._make_method_jitted, self.names[0], self._not_an_instance)
+        self.rest_deps: RestDeps | None = None
+        if deps == "read" and self.fast:
+            self.deps = Deps(self.variants, self._make_method_jitted, self.names[0], self._not_an_instance,
+                             fn, self.tracker.function)
+        elif deps == "read":
+            self.rest_deps = RestDeps(self)
         self.call: Callable[..., Any] = (
-            general_call(self.prepare) if not self.fast
+            self.rest_deps.call if self.rest_deps is not None
+            else general_call(self.prepare) if not self.fast
             else method_call(self.fn, self.variants, self.method_miss) if self.deps is None
             else deps_method_call(self.fn, self.variants, self.deps.retry)
         )
@@ -95,8 +96,9 @@ class JitFunction:
         self.bound_call = deps_bound_call(fn, self.variants, self.deps.retry) if self.deps else None
 
     # ----- the general path (static arguments) ---------------------------------------
-    def prepare(self, args: tuple, kwargs: dict) -> tuple[Any, list, dict]:
-        """Pick the variant for these arguments; return it with what JAX should see."""
+    def parts(self, args: tuple, kwargs: dict) -> tuple[list, dict]:
+        """Per argument its key part (static key, instance key, or ``None``), then the static
+        keywords as ``(name, key)``; and the keywords left for JAX."""
         static_pos = self.static_pos
         parts: list[Any] = []
         for i, a in enumerate(args):
@@ -112,6 +114,12 @@ class JitFunction:
             kwargs = dict(kwargs)
             for name in sorted(self.static_names.intersection(kwargs)):
                 parts.append((name, self._static_key(kwargs.pop(name), name)))
+        return parts, kwargs
+
+    def prepare(self, args: tuple, kwargs: dict) -> tuple[Any, list, dict]:
+        """Pick the variant for these arguments; return it with what JAX should see."""
+        static_pos = self.static_pos
+        parts, kwargs = self.parts(args, kwargs)
         vkey = tuple(parts)
         try:
             jitted, split = self.variants[vkey]
@@ -140,6 +148,8 @@ class JitFunction:
         return jitted, [children, *args[1:]], kwargs
 
     def _aot(self, what: str, args: tuple, kwargs: dict) -> Any:
+        if self.rest_deps is not None:
+            return self.rest_deps.aot(what, args, kwargs)
         if self.deps is not None and args:
             return self.deps.call(args[0], lambda jitted, children: getattr(jitted, what)(
                 children, *args[1:], **kwargs))
@@ -161,20 +171,16 @@ class JitFunction:
     def precompile(self, *args: Any, **kwargs: Any) -> None:
         """Trace, compile and store the program for these arguments without running it
         (or load it from the store); needs ``sf.set_program_store``."""
-        def store(jitted: Any, dyn: Any, kw: dict) -> None:
-            if not isinstance(jitted, StoredJit):
-                raise RuntimeError(
-                    f"{qualname(self.fn)}.precompile: no program store is set, so there is "
-                    "nowhere to keep the program. Call sf.set_program_store(path) (or set "
-                    "STATICFIELD_PROGRAM_STORE) before the function's first call."
-                )
-            jitted.precompile(tuple(dyn), kw)
-
-        if self.deps is not None and args:
-            self.deps.call(args[0], lambda jitted, children: store(jitted, [children, *args[1:]], kwargs))
-            return
-        jitted, dyn, kwargs = self._jax_call(args, kwargs)
-        store(jitted, dyn, kwargs)
+        try:
+            self._aot("precompile", args, kwargs)  # StoredJit.precompile
+        except AttributeError as exc:
+            if exc.name != "precompile":
+                raise
+            raise RuntimeError(
+                f"{qualname(self.fn)}.precompile: no program store is set, so there is nowhere "
+                "to keep the program. Call sf.set_program_store(path) (or set "
+                "STATICFIELD_PROGRAM_STORE) before the function's first call."
+            ) from None
 
     def clear_cache(self) -> None:
         """Drop every compiled program of every variant; ``compile_count`` stays a history,
@@ -185,7 +191,10 @@ class JitFunction:
 
     def programs(self) -> list[Any]:
         """Each variant's ``jax.jit`` once (with deps="read", several keys share one)."""
-        return list({id(jitted): jitted for jitted, _ in list(self.variants.values())}.values())
+        jitted = [j for j, _ in list(self.variants.values())]
+        if self.rest_deps is not None:
+            jitted += self.rest_deps.programs()
+        return list({id(j): j for j in jitted}.values())
 
     def cache_size(self) -> int:
         """JAX's count of compiled executables over all static variants."""
@@ -228,7 +237,9 @@ class JitFunction:
 
     def _make_jitted(self, vkey: Any, layout: dict[int, Any], static_kwargs: tuple) -> Any:
         traced = functools.partial(self._traced, vkey)
-        jitted = make_jitted(self.fn, layout, static_kwargs, traced, self._jit_kwargs, self.static_pos)
+        deps = self.deps if self.rest_deps is None else self.rest_deps.of(vkey)[0]
+        jitted = make_jitted(self.fn, layout, static_kwargs, traced, self._jit_kwargs, self.static_pos,
+                             deps.explain if deps is not None else None)
         return stored(jitted, self.fn, vkey, self._trace_count, self.tracker.loaded)
 
     def _trace_count(self) -> int:
@@ -243,16 +254,19 @@ class JitFunction:
             logger.warning("staticfield could not describe the arguments of %s (%s: %s); "
                                     "the call goes on", tracker.function, type(exc).__name__, exc)
             description = None
-        annotate = self.deps.annotate if self.deps is not None else None
+        deps, base = (self.deps, vkey) if self.deps is not None else (
+            self.rest_deps.of(vkey) if self.rest_deps is not None else (None, vkey))
         try:
-            ticket = tracker.begin(description, type(args[0]) if self.method and args else None, annotate)
+            ticket = tracker.begin(description, type(args[0]) if self.method and args else None,
+                                   deps.annotate if deps is not None else None)
         except RecompileError:
+            variants = self.variants if deps is None else deps.variants
             with self._lock:  # refused: not cached either, unless the variant has programs
                 if vkey not in self._compiled:
-                    self.variants.pop(vkey, None)
+                    variants.pop(base, None)
             raise
         try:
-            out = self.fn(*args, **kwargs) if self.deps is None else self.deps.run(self.fn, vkey, args, kwargs)
+            out = self.fn(*args, **kwargs) if deps is None else deps.run(self.fn, base, args, kwargs)
         except BaseException:
             tracker.abort(ticket)
             raise

@@ -87,9 +87,11 @@ def make_jitted(
     traced: Callable[[tuple, dict], Any],
     jit_kwargs: dict[str, Any],
     static_pos: frozenset,
+    explain: Callable[[list], list] | None = None,
 ) -> Any:
     """``jax.jit`` of ``fn`` for one layout; ``traced(args, kwargs)`` runs the user's
-    function with tracking, given the rebuilt arguments."""
+    function with tracking, given the rebuilt arguments. ``explain`` (``deps="read"``)
+    rewrites ``sf.watch``'s changes as the method's own explanations do."""
 
     def rebuild(dyn: tuple) -> tuple:
         args = list(dyn)
@@ -112,6 +114,7 @@ def make_jitted(
     inner.__doc__ = getattr(fn, "__doc__", None)
     inner.__wrapped__ = fn  # type: ignore[attr-defined]
     inner.__sf_user_call__ = user_call  # type: ignore[attr-defined]
+    inner.__sf_explain__ = explain  # type: ignore[attr-defined]
     signature = user_signature(fn, layout)
     if signature is not None:
         inner.__signature__ = signature  # type: ignore[attr-defined]

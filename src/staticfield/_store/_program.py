@@ -69,8 +69,9 @@ class StoredJit:
             program = self.program(sig, dyn, kwargs, run=True)
         return program(*dyn, **kwargs)
 
-    def precompile(self, dyn: tuple, kwargs: dict) -> bool:
-        """Load or compile (and store) the program for these arguments; whether it was new."""
+    def precompile(self, *dyn: Any, **kwargs: Any) -> bool:
+        """Load or compile (and store) the program for these arguments (as ``jax.jit``'s
+        ``lower`` takes them); whether it was new."""
         leaves, tree = jax.tree_util.tree_flatten((dyn, kwargs))
         sig = (tree, _key.signature(leaves))
         if None in sig[1]:

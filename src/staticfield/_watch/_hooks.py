@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import jax
 
+from .._core._errors import Retrace
 from .._store import LOAD_LISTENERS
 
 _ACTIVE: list[Any] = []  # the running watchers
@@ -99,9 +100,10 @@ def _install_trace_hook() -> None:
                 _guarded(w, "its trace hook", w._traced, fun, ji, dbg, call_args, call_kwargs)
         try:
             return original(*args, **kwargs)
-        except BaseException:
+        except BaseException as exc:
+            retrace = isinstance(exc, Retrace)  # staticfield traces again: not a failure
             for w in list(_ACTIVE):
-                _guarded(w, "its trace hook", w._trace_raised)
+                _guarded(w, "its trace hook", w._trace_raised, retrace)
             raise
 
     _ORIGINAL["trace"] = (pjit, original)

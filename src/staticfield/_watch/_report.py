@@ -71,7 +71,8 @@ def _function_lines(f: Any) -> list[str]:
         else:
             lines.append(f"  #{c.number}{at}: {'compiled' if first else 'recompiled'} because")
             for i, ch in enumerate(c.changes):
-                lines.append(f"    {ch.path}: {ch.old} → {ch.new} ({ch.kind})")
+                read = f"; {ch.read}" if ch.read else ""  # deps="read": where it was read
+                lines.append(f"    {ch.path}: {ch.old} → {ch.new} ({ch.kind}{read})")
                 if ch.hint and all(ch.hint != later.hint for later in c.changes[i + 1 :]):
                     lines.append(f"      fix: {ch.hint}")  # once, after its last change
     return lines

@@ -89,6 +89,10 @@ def _library_dirs() -> tuple[str, ...]:
     return _dirs_of(tuple(name in sys.modules for name in _LIBRARIES))
 
 
+# staticfield's own directory (this file is in its _watch/ subpackage), and its examples.
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
 @functools.lru_cache(maxsize=8)
 def _dirs_of(loaded: tuple[bool, ...]) -> tuple[str, ...]:
     dirs = [_PACKAGE_DIR]
@@ -102,7 +106,6 @@ def _dirs_of(loaded: tuple[bool, ...]) -> tuple[str, ...]:
 
 
 _JAX_DIR = os.path.dirname(os.path.abspath(jax.__file__ or "")) + os.sep
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # all of staticfield
 _EXAMPLES_DIR = os.path.join(_PACKAGE_DIR, "examples") + os.sep
 
 

@@ -176,6 +176,9 @@ class watch:
             )
             if entry.compiles:
                 changes = _diff.closest(entry._descriptions, description)[1]
+                explain = getattr(fun, "__sf_explain__", None)  # deps="read": by what was read
+                if explain is not None:
+                    changes = explain(changes)
                 # staticfield makes one function per static variant: not the user's doing
                 if not entry.note and user_call is None and not _seen(entry, fun):
                     changes.insert(0, _diff.new_function(fun))
@@ -197,8 +200,9 @@ class watch:
                 entry = self._by_key[key] = WatchedFunction(name, location, eager=eager)
             entry.loads += 1
 
-    def _trace_raised(self) -> None:
-        """The user's function raised while tracing: nothing compiled, so forget the trace."""
+    def _trace_raised(self, retrace: bool = False) -> None:
+        """The user's function raised while tracing: nothing compiled, so forget the trace
+        (and count it as failed, unless staticfield stopped it to trace again)."""
         current, self._local.current = getattr(self._local, "current", None), None
         if current is None:
             return
@@ -207,7 +211,7 @@ class watch:
             entry.compiles.pop()
             entry._descriptions.pop()
             entry._placements.pop()
-            entry.failed_traces += 1
+            entry.failed_traces += not retrace
 
     def _calling(self, args: tuple, params: dict) -> None:
         """JAX runs a traced function afresh (its C++ cache missed): note the placements."""

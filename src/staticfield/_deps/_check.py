@@ -1,0 +1,89 @@
+"""The checking mode of ``deps="read"``: ``STATICFIELD_CHECK_DEPS=1``.
+
+Whenever a program is shared with a new static key, the method is traced once more the
+slow, obviously right way: with an ordinary ``self`` (no recording) for the variant's
+base key and for the new key, with the call's own arguments. The two jaxprs must be the
+same: equations and their parameters (the text of the jaxpr), constants by value, and the
+output's structure, shapes and dtypes. If they differ, a read of a static escaped the
+recording, and ``DepsCheckError`` names the method, the statics the keys differ in and
+which of them were never recorded. The check traces (it never compiles or runs); the
+user's function runs twice more per shared key, only in this mode.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+import jax
+import numpy as np
+
+from .._core._errors import DEPS_CHECK, DepsCheckError
+from .._core._keys import keyable
+from .._core._spec import SPECS
+
+ENV = "STATICFIELD_CHECK_DEPS"
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV, "") not in ("", "0")
+
+
+def _traced(fn: Callable[..., Any], obj: Any, args: tuple, kwargs: dict,
+            static_pos: frozenset, static_names: frozenset) -> tuple:
+    """``make_jaxpr`` of ``fn(obj, *args, **kwargs)``, its static arguments kept static."""
+    fixed = {i: a for i, a in enumerate(args, 1) if i in static_pos}
+    fixed_kw = {k: v for k, v in kwargs.items() if k in static_names}
+
+    def call(o: Any, *dyn: Any, **dyn_kw: Any) -> Any:
+        rest = iter(dyn)
+        full = [fixed[i] if i in fixed else next(rest) for i in range(1, len(args) + 1)]
+        return fn(o, *full, **dyn_kw, **fixed_kw)
+
+    # Named for what it is: sf.watch lists these traces apart from the method's own.
+    call.__name__ = f"{getattr(fn, '__name__', 'method')} [deps check]"
+    call.__qualname__ = f"{getattr(fn, '__qualname__', call.__name__)} [deps check]"
+    dyn = [a for i, a in enumerate(args, 1) if i not in fixed]
+    dyn_kw = {k: v for k, v in kwargs.items() if k not in fixed_kw}
+    return jax.make_jaxpr(call, return_shape=True)(obj, *dyn, **dyn_kw)
+
+
+def _consts_equal(a: list, b: list) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        x, y = np.asarray(x), np.asarray(y)
+        if x.shape != y.shape or x.dtype != y.dtype or x.tobytes() != y.tobytes():
+            return False
+    return True
+
+
+def difference(fn: Callable[..., Any], base_obj: Any, obj: Any, args: tuple, kwargs: dict,
+               static_pos: frozenset = frozenset(), static_names: frozenset = frozenset()) -> str:
+    """What differs between tracing ``fn`` for ``base_obj`` and for ``obj`` ('' if nothing)."""
+    a, a_shape = _traced(fn, base_obj, args, kwargs, static_pos, static_names)
+    b, b_shape = _traced(fn, obj, args, kwargs, static_pos, static_names)
+    if jax.tree.structure(a_shape) != jax.tree.structure(b_shape) or jax.tree.leaves(a_shape) != jax.tree.leaves(b_shape):
+        return "the output's structure, shapes or dtypes"
+    if str(a.jaxpr) != str(b.jaxpr):
+        return "the equations or their parameters"
+    if not _consts_equal(a.consts, b.consts):
+        return "the constants"
+    return ""
+
+
+def check(function: str, self_name: str, fn: Callable[..., Any], base: Any, reads: Any,
+          obj: Any, args: tuple, kwargs: dict, static_pos: frozenset = frozenset(),
+          static_names: frozenset = frozenset()) -> None:
+    """Raise ``DepsCheckError`` if ``fn`` traces differently for ``base`` than for ``obj``'s key."""
+    key = obj._staticfield_flat[1]
+    base_obj = SPECS[obj.__class__].unflatten(base, obj._staticfield_flat[0])
+    what = difference(fn, base_obj, obj, args, kwargs, static_pos, static_names)
+    if not what:
+        return
+    differ = [n for n in key.names if keyable(key.state[n]) != keyable(base.state[n])]
+    unread = [n for n in differ if (n,) not in reads] or differ
+    show = lambda k: ", ".join(f"{self_name}.{n}={k.state[n]!r}" for n in differ)  # noqa: E731
+    raise DepsCheckError(DEPS_CHECK.format(
+        function=function, base=show(base), key=show(key), what=what,
+        fields=" or ".join(f"{self_name}.{n}" for n in unread)))

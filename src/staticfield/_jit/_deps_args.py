@@ -1,0 +1,105 @@
+"""``deps="read"`` with static arguments (``static_argnums``/``static_argnames``).
+
+The other arguments' key parts (their static values, and the static keys of other
+instances passed) are compared exactly: for each distinct *rest* of them there is one
+``Deps`` (``_deps/_share``), which shares programs among the keys of ``self`` that agree
+on the statics read, as it does for a method without static arguments. So a program is
+shared only by calls whose static arguments are type-strictly equal and whose ``self``
+agrees on every static the method read; ``Deps``'s invariant holds per rest.
+
+A variant's ``jax.jit`` is made by the engine from the layout the rest describes
+(``StaticArg`` for static positions, ``Split`` for instances), with the vkey
+``RestKey(rest, key)``, which the engine's trace wrapper maps back to this rest's
+``Deps`` and its base key.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, NamedTuple
+
+from .._core._spec import SPECS
+from .._core._state import flat
+from .._deps import _check
+from .._deps._share import Abort, Deps
+from ._variant import Split, StaticArg
+
+
+class RestKey(NamedTuple):
+    """The vkey of a variant of a method with static arguments under ``deps="read"``."""
+
+    rest: tuple
+    key: Any
+
+
+class RestDeps:
+    """The ``Deps`` of each rest of one method's arguments, and its call path."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.by_rest: dict[tuple, Deps] = {}
+        self.lock = threading.Lock()
+
+    def deps_for(self, rest: tuple) -> Deps:
+        deps = self.by_rest.get(rest)
+        if deps is None:
+            with self.lock:
+                deps = self.by_rest.get(rest)
+                if deps is None:
+                    e = self.engine
+                    deps = self.by_rest[rest] = Deps(
+                        {}, lambda key: self._make(rest, key), e.names[0], e._not_an_instance,
+                        e.fn, e.tracker.function, static_pos=e.static_pos, static_names=e.static_names)
+        return deps
+
+    def _make(self, rest: tuple, key: Any) -> Any:
+        positional, keywords = rest
+        layout: dict[int, Any] = {0: Split(SPECS[key.cls], key)}
+        for i, part in enumerate(positional, 1):
+            if i in self.engine.static_pos:
+                layout[i] = StaticArg(part.raw)
+            elif part is not None:
+                layout[i] = Split(SPECS[part.cls], part)
+        static_kwargs = tuple((name, part.raw) for name, part in keywords)
+        return self.engine._make_jitted(RestKey(rest, key), layout, static_kwargs)
+
+    def of(self, vkey: RestKey) -> tuple[Deps, Any]:
+        """The ``Deps`` and base key of a variant made here."""
+        return self.by_rest[vkey.rest], vkey.key
+
+    def programs(self) -> list[Any]:
+        return [jitted for deps in list(self.by_rest.values()) for jitted, _ in list(deps.variants.values())]
+
+    # ----- calls ---------------------------------------------------------------------------
+    def prepare(self, args: tuple, kwargs: dict) -> tuple[Deps, Any, Callable[[Any, tuple], Any]]:
+        """This call's ``Deps``, ``self``, and how to call a variant's ``jax.jit`` with it."""
+        e = self.engine
+        if not args or args[0].__class__ not in SPECS:
+            e._not_an_instance(args[0] if args else None)
+        parts, jax_kwargs = e.parts(args, kwargs)
+        n = len(args)
+        deps = self.deps_for((tuple(parts[1:n]), tuple(parts[n:])))
+        dyn = [None if i in e.static_pos else flat(a)[0] if parts[i] is not None else a
+               for i, a in enumerate(args) if i]
+        return deps, args[0], lambda jitted, children: jitted(children, *dyn, **jax_kwargs)
+
+    def call(self, *args: Any, **kwargs: Any) -> Any:
+        deps, obj, invoke = self.prepare(args, kwargs)
+        children, key = flat(obj)
+        entry = deps.variants.get(key)
+        if entry is not None:  # the hit: no lock, as in the generated deps hit paths
+            try:
+                out = invoke(entry[0], children)
+            except Abort:
+                pass
+            else:
+                if deps.variants.get(key) is entry:
+                    return out
+        out = deps.call(obj, invoke)
+        if _check.enabled():
+            deps.check(obj, args[1:], kwargs)
+        return out
+
+    def aot(self, what: str, args: tuple, kwargs: dict) -> Any:
+        deps, obj, invoke = self.prepare(args, kwargs)
+        return deps.call(obj, lambda jitted, children: invoke(getattr(jitted, what), children))
