@@ -13,6 +13,7 @@ values pickle differently, and a value that cannot be pickled is never stored).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import os
@@ -149,7 +150,8 @@ def array_signature(leaf: Any) -> tuple:
 
 def leaf_signature(leaf: Any) -> Any:
     """A hashable description of what a compiled program requires of one argument leaf;
-    ``None`` for a tracer (a call inside another function's trace). It runs on every call
+    ``None`` for a tracer (a call inside another function's trace) or anything that is not
+    an array or a Python scalar, which go to ``jax.jit`` itself. It runs on every call
     while a store is set, so it keeps dtypes as objects (``str`` of one costs 5 µs), and
     ``signature`` takes the array classes seen here by a faster path."""
     if isinstance(leaf, jax.core.Tracer):
@@ -166,7 +168,7 @@ def leaf_signature(leaf: Any) -> Any:
         sharding = getattr(leaf, "sharding", None)
         return (tuple(shape), np.dtype(dtype), bool(getattr(leaf, "weak_type", False)), sharding,
                 sharding is not None)
-    return ("other", type(leaf).__qualname__, id(leaf))  # never equal across processes
+    return None  # not an array JAX takes: jax.jit decides (and says what is wrong)
 
 
 def signature(leaves: list) -> tuple:
@@ -176,8 +178,9 @@ def signature(leaves: list) -> tuple:
                   for leaf in leaves])
 
 
+@functools.lru_cache(maxsize=4096)
 def describe_leaf(sig: Any) -> str:
-    """One leaf's signature as text, for the key and for listings."""
+    """One leaf's signature as text, for the key and for listings (many leaves share one)."""
     if isinstance(sig[0], tuple):
         shape, dtype, weak, sharding, committed = sig
         text = f"{dtype}[{','.join(map(str, shape))}]" + (" weak" if weak else "")
@@ -187,9 +190,7 @@ def describe_leaf(sig: Any) -> str:
     kind = sig[0]
     if kind == "numpy":
         return f"numpy {sig[2]}[{','.join(map(str, sig[1]))}]"
-    if kind == "python":
-        return f"python {sig[1]}"
-    return f"{sig[1]} object at {sig[2]}"
+    return f"python {sig[1]}"
 
 
 def tree_digest(treedef: Any) -> str:

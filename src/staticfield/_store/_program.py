@@ -62,7 +62,7 @@ class StoredJit:
     def __call__(self, *dyn: Any, **kwargs: Any) -> Any:
         leaves, tree = jax.tree_util.tree_flatten((dyn, kwargs))
         sig = (tree, _key.signature(leaves))
-        if None in sig[1]:  # called while another function is traced: JAX inlines it there
+        if None in sig[1]:  # inside another function's trace (JAX inlines it there), or not arrays
             return self.jitted(*dyn, **kwargs)
         program = self.programs.get(sig)
         if program is None:
@@ -75,8 +75,9 @@ class StoredJit:
         leaves, tree = jax.tree_util.tree_flatten((dyn, kwargs))
         sig = (tree, _key.signature(leaves))
         if None in sig[1]:
-            raise TypeError(f"{_name(self.fn)}.precompile: called with traced values; call it "
-                            "outside jax.jit, with arrays or jax.ShapeDtypeStruct values.")
+            raise TypeError(f"{_name(self.fn)}.precompile: called with traced values or values "
+                            "that are not arrays; call it outside jax.jit, with arrays, Python "
+                            "scalars or jax.ShapeDtypeStruct values.")
         if sig in self.programs:
             return False
         self.program(sig, dyn, kwargs, run=False)
