@@ -375,6 +375,13 @@ def test_precompile_without_a_store_says_how_to_set_one(store):
         mod.power.precompile(jnp.float32(2.0), 5)
 
 
+def test_precompile_with_values_that_are_not_arrays_says_what_it_takes(store):
+    mod = fresh(store)
+    with pytest.raises(TypeError, match=r"power.precompile: called with traced values or values that are "
+                                        r"not arrays.*jax.ShapeDtypeStruct"):
+        mod.power.precompile("three", 2)
+
+
 # ----- the command line -----------------------------------------------------------------
 def test_the_store_command_lists_and_clears(store, capsys):
     from staticfield.__main__ import main
