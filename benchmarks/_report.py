@@ -8,7 +8,7 @@ import os
 import shutil
 from typing import Any
 
-from . import deps, dispatch, fields, misses, nested, stacking, variants, watch
+from . import deps, dispatch, fields, misses, nested, restart, stacking, variants, watch
 from ._harness import Results, Row, fmt_us
 from ._plots import plots
 from ._targets import Target
@@ -152,6 +152,12 @@ def body(results: Results, targets: list[Target], machine: dict[str, Any],
             out += ["", f"{h} {title}", "", "µs per call; the watcher's hooks run only on a miss.", ""]
             out += _table(results.select(group), watch.OFF)
     out += _deps_section(results, h)
+    if results.select(restart.RESTART):
+        out += ["", f"{h} 10. time to first result in a fresh process", "",
+                f"A new process calls a {restart.LAYERS}-layer model's jitted method once for each of "
+                f"{len(restart.VARIANTS)} static variants: µs from the first call to the last result "
+                "(imports and inputs before the clock), the fastest of a few processes each.", ""]
+        out += _table(results.select(restart.RESTART), restart.COLD)
     notes = [f"- {n}" for n in results.notes]
     compile_s = results.extra.get("variants_compile_s")
     if compile_s:

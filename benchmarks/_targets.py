@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import deps, dispatch, fields, misses, nested, variants, watch
+from . import deps, dispatch, fields, misses, nested, restart, variants, watch
 from ._harness import Results
 
 
@@ -126,4 +126,9 @@ def evaluate(results: Results) -> list[Target]:
     out.append(Target(f'deps="read": compiles over {layered.get("instances", "N")} models differing '
                       "in an unread layer static", 1.0, True, None if compiles is None else float(compiles),
                       _why((deps.READ, compiles)) or f"(deps=\"all\": {layered.get(deps.ALL)})"))
+    stored, warm, cold = (g(restart.RESTART, "", n) for n in (restart.STORE, restart.PCACHE, restart.COLD))
+    out.append(Target("fresh process, first results: program store / JAX persistent cache", 0.5, True,
+                      _ratio(stored, warm), _why((restart.STORE, stored), (restart.PCACHE, warm))))
+    out.append(Target("fresh process, first results: program store / cold", 0.2, True,
+                      _ratio(stored, cold), _why((restart.STORE, stored), (restart.COLD, cold))))
     return out

@@ -20,8 +20,9 @@ ALLOWED = {
     "_tree": {"_core"},
     "_explain": {"_core"},
     "_deps": {"_core", "_explain"},
-    "_jit": {"_core", "_explain", "_deps"},
-    "_watch": {"_core", "_explain"},
+    "_store": {"_core", "_explain"},
+    "_jit": {"_core", "_explain", "_deps", "_store"},
+    "_watch": {"_core", "_explain", "_store"},
 }
 
 

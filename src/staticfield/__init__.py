@@ -23,6 +23,7 @@ from ._explain._diff import Change as Change
 from ._explain._diff import Recompile as Recompile
 from ._jit._api import jit as jit
 from ._jit._api import jit_method as jit_method
+from ._store import set_program_store as set_program_store
 from ._tree._serialization import from_state_dict as from_state_dict
 from ._tree._serialization import to_state_dict as to_state_dict
 from ._tree._sharding import shard as shard
@@ -55,6 +56,7 @@ __all__ = [
     "jit",
     "jit_method",
     "replace",
+    "set_program_store",
     "shard",
     "shardings",
     "stack",

@@ -65,6 +65,14 @@ def _parser() -> argparse.ArgumentParser:
         help="run a script and report every jit compile: counts, seconds, and why",
         add_help=False,
     )
+    store = commands.add_parser(
+        "store",
+        help="list the programs a program store holds (sf.set_program_store), or empty it",
+        description="List what a program store holds: per program its function, static "
+        "values, argument avals, size and age. --clear removes every program.",
+    )
+    store.add_argument("path", metavar="PATH", help="the store's directory")
+    store.add_argument("--clear", action="store_true", help="remove every program in the store")
     demo.add_argument(
         "names",
         nargs="*",
@@ -117,8 +125,14 @@ def _demo_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     demo(args.names)
 
 
+def _store_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    from ._store._cli import command
+
+    print(command(os.path.abspath(args.path), args.clear))
+
+
 # One entry per subcommand: (parser, parsed arguments) -> None.
-_COMMANDS = {"demo": _demo_command}
+_COMMANDS = {"demo": _demo_command, "store": _store_command}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

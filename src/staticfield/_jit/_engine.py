@@ -27,6 +27,7 @@ from .._core._keys import StaticArgKey
 from .._core._spec import SPECS
 from .._core._state import flat
 from .._core._traceback import hide
+from .._store import stored
 from ._tracker import (
     TRACKER_COUNTERS,
     UNSET,
@@ -176,6 +177,20 @@ class JitFunction:
         """``jax.jit(...).eval_shape``: the output's shapes and dtypes, without running it."""
         return self._aot("eval_shape", args, kwargs)
 
+    def precompile(self, *args: Any, **kwargs: Any) -> None:
+        """Trace, compile and store the program for these arguments without running it
+        (or load it from the store); needs ``sf.set_program_store``."""
+        try:
+            self._aot("precompile", args, kwargs)  # StoredJit.precompile
+        except AttributeError as exc:
+            if exc.name != "precompile":
+                raise
+            raise RuntimeError(
+                f"{qualname(self.fn)}.precompile: no program store is set, so there is nowhere "
+                "to keep the program. Call sf.set_program_store(path) (or set "
+                "STATICFIELD_PROGRAM_STORE) before the function's first call."
+            ) from None
+
     def clear_cache(self) -> None:
         """Drop every compiled program of every variant; ``compile_count`` stays a history,
         and ``max_compiles`` counts the programs compiled from now on."""
@@ -232,8 +247,12 @@ class JitFunction:
     def _make_jitted(self, vkey: Any, layout: dict[int, Any], static_kwargs: tuple) -> Any:
         traced = functools.partial(self._traced, vkey)
         deps = self.deps if self.rest_deps is None else self.rest_deps.of(vkey)[0]
-        return make_jitted(self.fn, layout, static_kwargs, traced, self._jit_kwargs, self.static_pos,
-                           deps.explain if deps is not None else None)
+        jitted = make_jitted(self.fn, layout, static_kwargs, traced, self._jit_kwargs, self.static_pos,
+                             deps.explain if deps is not None else None)
+        return stored(jitted, self.fn, vkey, self._trace_count, self.tracker.loaded)
+
+    def _trace_count(self) -> int:
+        return self.tracker.compile_count
 
     def _traced(self, vkey: Any, args: tuple, kwargs: dict) -> Any:
         """The user's function while JAX traces it: described, budgeted, counted."""

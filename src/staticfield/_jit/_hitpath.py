@@ -188,6 +188,7 @@ def public_function(engine: Any) -> Callable[..., Any]:
     state.update(
         __wrapped__=fn, __sf_jit__=engine, cache_size=engine.cache_size, lower=engine.lower,
         trace=engine.trace, eval_shape=engine.eval_shape, clear_cache=engine.clear_cache,
+        precompile=engine.precompile,
     )
     state["__source__"] = call.__source__  # type: ignore[attr-defined]
     wrapper.__dict__ = state

@@ -55,7 +55,7 @@ class _Unset:
 
 UNSET: Any = _Unset()
 TRACKER_SETTINGS = ("max_compiles", "warn_compiles")  # public and settable
-TRACKER_COUNTERS = ("compile_count", "recompiles", *TRACKER_SETTINGS)
+TRACKER_COUNTERS = ("compile_count", "load_count", "recompiles", *TRACKER_SETTINGS)
 HISTORY = 256  # earlier traces kept for explanations
 PER_STRUCTURE = 32  # of which, per argument structure
 
@@ -107,6 +107,7 @@ class Tracker:
                  "_live_programs", "by_class")
 
     compile_count: int
+    load_count: int
     recompiles: list[Recompile]
     max_compiles: int | None
     warn_compiles: int | None
@@ -116,6 +117,7 @@ class Tracker:
         self.function = function
         self._live_programs = live_programs
         self.compile_count = 0
+        self.load_count = 0  # programs loaded from the program store
         self.recompiles = []
         self.max_compiles = max_compiles
         self.warn_compiles = warn_compiles
@@ -181,6 +183,11 @@ class Tracker:
         """A trace that raised: neither counted nor remembered."""
         with self._lock:
             self._drop_pending(ticket)
+
+    def loaded(self) -> None:
+        """A program came from the program store: no trace, not a compile."""
+        with self._lock:
+            self.load_count += 1
 
     def programs_cleared(self) -> None:
         """``clear_cache()``: the budget counts live programs from here; the history stays."""

@@ -22,6 +22,7 @@ class Jitted(Protocol[P, R]):
     """A jitted callable with the wrapped signature, and its compile tracking."""
 
     compile_count: int
+    load_count: int
     recompiles: list[Recompile]
     max_compiles: int | None
     warn_compiles: int | None
@@ -38,11 +39,14 @@ class Jitted(Protocol[P, R]):
 
     def clear_cache(self) -> None: ...
 
+    def precompile(self, *args: Any, **kwargs: Any) -> None: ...
+
 
 class JitMethodDescriptor(Protocol[S, P, R]):
     """``Cls.method`` of an ``@sf.jit_method``; ``obj.method`` is a ``Jitted``."""
 
     compile_count: int
+    load_count: int
     recompiles: list[Recompile]
     max_compiles: int | None
     warn_compiles: int | None
@@ -58,6 +62,8 @@ class JitMethodDescriptor(Protocol[S, P, R]):
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any: ...
 
     def clear_cache(self) -> None: ...
+
+    def precompile(self, *args: Any, **kwargs: Any) -> None: ...
 
     @overload
     def __get__(self, obj: None, owner: type | None = None) -> JitMethodDescriptor[S, P, R]: ...

@@ -6,6 +6,7 @@ tracing; ``_site`` names a function and its call site; ``_diff`` describes a tra
 call's arguments by user path and diffs two of them; ``_report`` renders text and
 JSON; ``_cli`` is the command.
 
-Imports: ``_core`` and ``_explain``; it never depends on ``_jit`` (it watches any JAX
-program, staticfield's among them, through JAX alone).
+Imports: ``_core``, ``_explain`` and ``_store`` (to hear of programs loaded from a
+program store); it never depends on ``_jit`` (it watches any JAX program,
+staticfield's among them, through JAX alone).
 """

@@ -23,6 +23,7 @@ import jax
 
 from .._core import _compat
 from .._core._errors import Retrace
+from .._store import LOAD_LISTENERS
 
 _ACTIVE: list[Any] = []  # the running watchers
 _ORIGINAL: dict[str, Any] = {}
@@ -33,6 +34,7 @@ def activate(w: Any) -> bool:
     if w not in _ACTIVE:
         if not _ACTIVE:
             jax.monitoring.register_event_duration_secs_listener(_on_duration)
+            LOAD_LISTENERS.append(_on_load)
             _install_trace_hook()
         _ACTIVE.append(w)
     return "trace" in _ORIGINAL
@@ -48,6 +50,7 @@ def deactivate(w: Any) -> None:
             jax.monitoring.unregister_event_duration_listener(_on_duration)
         except Exception:  # an older JAX without unregister: the listener stays, idle
             pass
+        LOAD_LISTENERS.remove(_on_load)
         _remove_trace_hook()
 
 
@@ -66,6 +69,12 @@ def _on_duration(event: str, duration_secs: float, **kwargs: str | int) -> None:
     for w in list(_ACTIVE):
         _guarded(w, "its jax.monitoring listener", w._duration, event, duration_secs,
                  str(kwargs.get("fun_name", "")))
+
+
+def _on_load(fn: Callable, seconds: float) -> None:
+    """A program loaded from the program store: no trace, no compile."""
+    for w in list(_ACTIVE):
+        _guarded(w, "its program store listener", w._loaded, fn, seconds)
 
 
 def _install_trace_hook() -> None:

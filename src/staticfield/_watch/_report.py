@@ -70,6 +70,8 @@ def _function_lines(f: Any) -> list[str]:
     failed = f", and {f.failed_traces} trace(s) that raised" if f.failed_traces else ""
     if f.uncompiled:
         failed += f", and {f.uncompiled} trace(s) by .lower/.trace/.eval_shape"
+    if f.loads:
+        failed += f", {f.loads} loaded from the program store"
     lines = _fitted(f"{f.name}{where}: {f.count} {plural}{failed}", f"[{_seconds([f])}]")
     compiled_before = False
     for c in f.compiles:
@@ -141,6 +143,7 @@ def to_dict(functions: Sequence[Any], notices: Sequence[str], explained: bool) -
                 "eager": f.eager,
                 "compiles": f.count,
                 "failed_traces": f.failed_traces,
+                "loads": f.loads,
                 **{t: round(f.seconds(t), 6) for t in _TIMES},
                 "events": [
                     {

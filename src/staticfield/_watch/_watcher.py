@@ -74,6 +74,7 @@ class WatchedFunction:
     eager: bool = False  # an op-by-op primitive (jnp.ones(3) outside jit)
     note: str = ""  # why a recompile may show no changed argument
     failed_traces: int = 0  # traces that raised (nothing compiled)
+    loads: int = 0  # programs loaded from the program store (no trace, no compile)
     _descriptions: list = dataclasses.field(default_factory=list, repr=False)
     _owners: list = dataclasses.field(default_factory=list, repr=False)  # id of the function
     _functions: Any = dataclasses.field(default_factory=weakref.WeakSet, repr=False)
@@ -197,6 +198,15 @@ class watch:
         if not eager:
             self._by_source[str(getattr(dbg, "func_src_info", ""))] = entry
         self._local.current = (record, squash(getattr(fun, "__name__", "")), entry)
+
+    def _loaded(self, fun: Callable, seconds: float) -> None:
+        """A program of ``fun`` came from the program store: a load, not a compile."""
+        key, name, location, eager = identify(fun, None)
+        with self._lock:
+            entry = self._by_key.get(key)
+            if entry is None:
+                entry = self._by_key[key] = WatchedFunction(name, location, eager=eager)
+            entry.loads += 1
 
     def _trace_raised(self, retrace: bool = False) -> None:
         """The user's function raised while tracing: nothing compiled, so forget the trace

@@ -1,0 +1,62 @@
+"""``python -m staticfield store PATH [--clear]``: what a program store holds, or empty it."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from . import _entries
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n:.1f} GiB"
+
+
+def _age(created: float) -> str:
+    seconds = max(0.0, time.time() - created)
+    for unit, span in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= span:
+            return f"{seconds / span:.0f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def _runs(avals: list[str]) -> str:
+    """The avals, a run of equal ones written once with its count: ``f32[4] ×64``."""
+    runs: list[list] = []
+    for aval in avals:
+        if runs and runs[-1][0] == aval:
+            runs[-1][1] += 1
+        else:
+            runs.append([aval, 1])
+    return ", ".join(aval if n == 1 else f"{aval} \u00d7{n}" for aval, n in runs)
+
+
+def listing(directory: str) -> str:
+    """One block per entry: function, statics, avals, size and age (JSON only, never unpickled)."""
+    lines: list[str] = []
+    total = 0
+    found = list(_entries.entries(directory))
+    for path, header, size in found:
+        total += size
+        if header is None:
+            lines.append(f"? {path}: not a readable entry ({_size(size)})")
+            continue
+        display: dict[str, Any] = header.get("display", {})
+        key: dict[str, Any] = header.get("key", {})
+        versions = key.get("environment", {}).get("versions", {})
+        lines.append(f"{display.get('function', '?')}  [{_size(size)}, {_age(header.get('created', 0))} old, "
+                     f"jax {versions.get('jax', '?')}, {key.get('environment', {}).get('backend', '?')}]")
+        lines.append(f"    statics: {display.get('statics', '?')}")
+        lines.append(f"    avals:   {_runs(key.get('avals', [])) or '(none)'}")
+    lines.append(f"{len(found)} program(s), {_size(total)} in {directory}")
+    return "\n".join(lines)
+
+
+def command(directory: str, clear: bool) -> str:
+    if clear:
+        return f"removed {_entries.clear(directory)} program(s) from {directory}"
+    return listing(directory)

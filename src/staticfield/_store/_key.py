@@ -1,0 +1,202 @@
+"""What an entry of the program store is keyed by, as JSON-ready data.
+
+An entry is found by a digest of its *key*: the environment that compiled it (JAX
+and jaxlib versions, Python, backend, devices, the JAX options and ``XLA_FLAGS``
+that change a program, staticfield's version), the function, its static key and
+its arguments' avals (shapes, dtypes, weak types, shardings). The source files
+whose code ran while the program was traced are only known after a trace, so
+they are kept in the entry and checked when it is read (``_sources``).
+
+Static values are told apart by their pickle (written, never read back: unequal
+values pickle differently, and a value that cannot be pickled is never stored).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import os
+import pickle
+import sys
+import types
+from typing import Any, Callable
+
+import jax
+import numpy as np
+
+from .._core._keys import StaticArgKey, StaticKey
+
+FORMAT = 1
+
+# JAX options that change nothing a program computes: where caches and logs go.
+_NOT_IN_KEY = (
+    "jax_log_compiles", "jax_explain_cache_misses", "jax_logging_level", "jax_debug_log_modules",
+    "jax_pprint_use_color", "jax_traceback_filtering", "jax_tracer_error_num_traceback_frames",
+    "jax_enable_compilation_cache", "jax_compilation_cache_dir", "jax_raise_persistent_cache_errors",
+    "jax_include_debug_info_in_dumps", "jax_dump_ir_to", "jax_dump_ir_modes",
+    "jax_compilation_cache_max_size", "jax_compilation_cache_check_contents",
+)
+_NOT_IN_KEY_PREFIXES = ("jax_persistent_cache_", "jax_compilation_cache_")
+
+
+def _versions() -> dict[str, str]:
+    import jaxlib
+
+    staticfield = sys.modules.get(__name__.split(".")[0])  # the package root, imported by now
+    return {"jax": jax.__version__, "jaxlib": getattr(jaxlib, "__version__", "?"),
+            "python": sys.version, "staticfield": getattr(staticfield, "__version__", "?")}
+
+
+def environment() -> dict[str, Any]:
+    """The part of the key that is the same for every program of this process's setup."""
+    devices = jax.devices()
+    backend = devices[0].client if devices else None
+    config = {
+        name: repr(value) for name, value in sorted(_config_values().items())
+        if name not in _NOT_IN_KEY and not name.startswith(_NOT_IN_KEY_PREFIXES)
+    }
+    return {
+        "versions": _versions(),
+        "backend": jax.default_backend(),
+        "platform_version": str(getattr(backend, "platform_version", "")),
+        "devices": [str(getattr(d, "device_kind", type(d).__name__)) for d in devices],
+        "process_count": jax.process_count(),
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "config": config,
+    }
+
+
+def _config_values() -> dict[str, Any]:
+    values = getattr(jax.config, "values", None)
+    if isinstance(values, dict):
+        return values
+    return {name: getattr(jax.config, name, None) for name in ("jax_enable_x64", "jax_default_matmul_precision")}
+
+
+# ----- function and statics ------------------------------------------------------------
+def function_identity(fn: Callable) -> dict[str, str] | None:
+    """Where the function is defined, and the values it carries: a closure's cells and
+    its defaults (two closures of one ``def`` share a name but not their values). Any
+    other callable (a ``functools.partial``) by its pickle. ``None``: cannot be told apart."""
+    code = getattr(fn, "__code__", None)
+    if not isinstance(fn, types.FunctionType) or code is None:
+        carried = _digest(fn)
+        return None if carried is None else {"callable": type(fn).__qualname__, "pickle": carried}
+    carried = None
+    if fn.__closure__ or fn.__defaults__ or fn.__kwdefaults__:
+        try:
+            cells = tuple(c.cell_contents for c in fn.__closure__ or ())
+        except ValueError:  # an empty cell (a name assigned after the def)
+            return None
+        carried = _digest((cells, fn.__defaults__, fn.__kwdefaults__))
+        if carried is None:
+            return None
+    return {
+        "module": str(fn.__module__), "qualname": fn.__qualname__, "file": code.co_filename,
+        "line": str(code.co_firstlineno), "carried": carried or "",
+    }
+
+
+def _digest(value: Any) -> str | None:
+    """SHA-256 of ``value``'s pickle (no memo: equal values pickle the same whether shared
+    or not); ``None`` when pickle cannot write it."""
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=4)
+    pickler.fast = True
+    try:
+        pickler.dump(value)
+    except Exception:
+        return None
+    return hashlib.sha256(buffer.getvalue()).hexdigest()
+
+
+def _plain(part: Any) -> Any:
+    """A variant key's part as plain values: class references and static values."""
+    if isinstance(part, StaticKey):
+        return ("instance", part.cls, part.names, part.values)
+    if isinstance(part, StaticArgKey):
+        return ("static", part.raw)
+    if isinstance(part, tuple):
+        return tuple(_plain(p) for p in part)
+    return part
+
+
+def statics_digest(vkey: Any) -> str | None:
+    """A digest telling static keys apart across processes; ``None`` when a value cannot
+    be pickled (a lambda, a local class), so the program is not stored."""
+    return _digest(_plain(vkey))
+
+
+# ----- avals ----------------------------------------------------------------------------
+def _sharding(s: Any) -> str:
+    mesh = getattr(s, "mesh", None)
+    ids = getattr(mesh, "device_ids", None)
+    if ids is None:
+        try:
+            ids = sorted(d.id for d in s.device_set)
+        except Exception:
+            ids = None
+    return f"{s!r} devices={np.asarray(ids).tolist() if ids is not None else None}"
+
+
+ARRAY_TYPES: set[type] = set()  # concrete jax.Array classes seen (never a tracer's)
+
+
+def array_signature(leaf: Any) -> tuple:
+    """A jax.Array's signature: (shape, dtype, weak type, sharding, committed)."""
+    return (leaf.shape, leaf.dtype, leaf.weak_type, leaf.sharding, leaf.committed)
+
+
+def leaf_signature(leaf: Any) -> Any:
+    """A hashable description of what a compiled program requires of one argument leaf;
+    ``None`` for a tracer (a call inside another function's trace) or anything that is not
+    an array or a Python scalar, which go to ``jax.jit`` itself. It runs on every call
+    while a store is set, so it keeps dtypes as objects (``str`` of one costs 5 µs), and
+    ``signature`` takes the array classes seen here by a faster path."""
+    if isinstance(leaf, jax.core.Tracer):
+        return None
+    if isinstance(leaf, jax.Array):
+        ARRAY_TYPES.add(type(leaf))
+        return array_signature(leaf)
+    if isinstance(leaf, (np.ndarray, np.generic)):
+        return ("numpy", leaf.shape, leaf.dtype)
+    if isinstance(leaf, (bool, int, float, complex)):
+        return ("python", type(leaf).__name__)
+    dtype, shape = getattr(leaf, "dtype", None), getattr(leaf, "shape", None)
+    if dtype is not None and shape is not None:  # a ShapeDtypeStruct, for precompile
+        sharding = getattr(leaf, "sharding", None)
+        return (tuple(shape), np.dtype(dtype), bool(getattr(leaf, "weak_type", False)), sharding,
+                sharding is not None)
+    return None  # not an array JAX takes: jax.jit decides (and says what is wrong)
+
+
+def signature(leaves: list) -> tuple:
+    """Each leaf's signature (see ``leaf_signature``)."""
+    array_types = ARRAY_TYPES
+    return tuple([array_signature(leaf) if leaf.__class__ in array_types else leaf_signature(leaf)
+                  for leaf in leaves])
+
+
+@functools.lru_cache(maxsize=4096)
+def describe_leaf(sig: Any) -> str:
+    """One leaf's signature as text, for the key and for listings (many leaves share one)."""
+    if isinstance(sig[0], tuple):
+        shape, dtype, weak, sharding, committed = sig
+        text = f"{dtype}[{','.join(map(str, shape))}]" + (" weak" if weak else "")
+        if sharding is not None:
+            text += f" {_sharding(sharding)}" + ("" if committed else " uncommitted")
+        return text
+    kind = sig[0]
+    if kind == "numpy":
+        return f"numpy {sig[2]}[{','.join(map(str, sig[1]))}]"
+    return f"python {sig[1]}"
+
+
+def tree_digest(treedef: Any) -> str:
+    """The arguments' pytree structure (containers, and instances' static keys inside)."""
+    try:
+        data = pickle.dumps(treedef, protocol=4)
+    except Exception:
+        data = str(treedef).encode()
+    return hashlib.sha256(data).hexdigest()
