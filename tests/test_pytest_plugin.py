@@ -243,7 +243,8 @@ def test_libraries_jit_wrappers_are_counted(pytester):
     """)
     # in a process of its own: an inline run drops the modules it imported, and flax
     # imported twice in one process breaks the flax tests that run after it
-    result = pytester.runpytest_subprocess()
+    # -rN: no short summary, whose lines repeat the messages in full when CI is set
+    result = pytester.runpytest_subprocess("-rN")
     result.assert_outcomes(failed=4)
     text = result.stdout.str()
     assert text.count("over its budget of 1") == 4
