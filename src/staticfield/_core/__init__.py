@@ -1,12 +1,15 @@
 """The data layer: what an ``sf`` class and its instances are.
 
-Owns the decorator and ``Struct``; how a field is marked (``_field``) and the per-class
+Owns the decorator and ``Struct``; how a field is marked (``_field``, and ``_marks`` for
+what a class body's annotations and defaults become) and the per-class
 facts computed once at decoration (``_spec``); the generated ``__init__``, flatten and
 unflatten (``_codegen``, through the one code-generation helper ``_gen``); construction
 checks and freezing of static values (``_checks``, ``_freeze``, ``FrozenDict``); the
 type-strict static keys (``_keys``); per-instance state (``_state``, its one owner);
 instance semantics and display (``_instance``, ``_display``); the exception classes
-(``_errors``); the hiding of staticfield's frames from tracebacks (``_traceback``); and
+(``_errors``); the hiding of staticfield's frames from tracebacks (``_traceback``); the
+class attribute of each static field (``_slots``) and ``deps="read"``'s flatten with nested
+statics lifted (``_deep``); and
 the one place for JAX's private names, each checked at import (``_compat``).
 
 Imports: JAX, NumPy and the standard library only; nothing else of staticfield. Every

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
-import sys
-import types
 from typing import Any, Callable, TypeVar, overload
 
-import jax
 from typing_extensions import dataclass_transform
 
-from . import _compat, _deep, _display, _errors, _instance, _state
+from . import _deep, _display, _errors, _instance, _marks, _state
+from ._marks import _Constant as _Constant  # noqa: F401 - pickles made by 0.1 name it here
 from ._codegen import generate
-from ._field import CONVERTER, MARKS, SHARDING, STATIC, annotation_is_static, field, given_marks, is_static, static
-from ._freeze import freeze
+from ._field import field, static
 from ._spec import SPEC_ATTR, Spec, is_skeleton, register
 
 C = TypeVar("C", bound=type)
@@ -25,110 +21,6 @@ _REFUSED = {
     "unsafe_hash": "the hash is already defined, consistent with ==, and safe for arrays",
     "slots": "instances keep their fields in __dict__ so that unflatten is one update",
 }
-
-
-def _static_annotations(cls: type) -> frozenset[str]:
-    """Names of the class's own fields annotated ``Static[T]`` (object or string annotation)."""
-    module = sys.modules.get(cls.__module__)
-    globalns = dict(vars(module)) if module else {}
-    localns = {**vars(cls), cls.__name__: cls}
-    return frozenset(
-        name
-        for name, ann in cls.__dict__.get("__annotations__", {}).items()
-        if annotation_is_static(ann, globalns, localns)
-    )
-
-
-def _inherited_static_annotations(cls: type) -> frozenset[str]:
-    """``Static[T]`` fields declared on undecorated (plain stdlib dataclass) bases, whose
-    Field objects carry no static mark of their own."""
-    names: set[str] = set()
-    for base in cls.__mro__[1:]:
-        if SPEC_ATTR not in base.__dict__ and "__dataclass_fields__" in base.__dict__:
-            names |= _static_annotations(base)
-    return frozenset(names)
-
-
-def _mark_static_annotations(cls: type, static_names: frozenset[str]) -> None:
-    """Record ``x: Static[T]`` as static metadata on the dataclass field (a copy, where the
-    Field object is a base's)."""
-    fields = cls.__dict__["__dataclass_fields__"]
-    for name in static_names:
-        f = fields.get(name)
-        if f is None or f._field_type is not dataclasses._FIELD:  # type: ignore[attr-defined]
-            continue
-        if not f.metadata.get(STATIC, False):
-            if name not in cls.__dict__.get("__annotations__", {}):
-                f = fields[name] = copy.copy(f)
-            f.metadata = types.MappingProxyType({**f.metadata, STATIC: True})
-
-
-class _Constant:
-    """A default_factory returning one immutable value (a jax.Array default)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def __call__(self) -> Any:
-        return self.value
-
-    def __repr__(self) -> str:
-        return f"<constant {_display.summary(self.value)}>"
-
-
-def _prepare_defaults(cls: type, static_names: frozenset[str]) -> None:
-    """Before stdlib sees the class: freeze static defaults (a list default becomes a
-    tuple) and let a jax.Array be a default (it is immutable, so sharing it is safe)."""
-    for name in cls.__dict__.get("__annotations__", {}):
-        if name not in cls.__dict__:
-            continue
-        value = cls.__dict__[name]
-        f = value if isinstance(value, dataclasses.Field) else None
-        default = f.default if f is not None else value
-        if default is dataclasses.MISSING:
-            continue
-        static = (f is not None and is_static(f)) or name in static_names
-        if static:
-            frozen = freeze(default, f"{cls.__qualname__}.{name}", name)
-            if f is not None:
-                f.default = frozen
-            else:
-                setattr(cls, name, frozen)
-        elif isinstance(default, jax.Array) and not isinstance(default, _compat.Tracer):
-            if f is None:
-                setattr(cls, name, dataclasses.field(default_factory=_Constant(default)))
-            else:
-                f.default, f.default_factory = dataclasses.MISSING, _Constant(default)
-
-
-def _check_marks(cls: type, annotated: frozenset[str]) -> None:
-    """Refuse a field marked both static and dynamic (``sf.field(static=False)`` with
-    ``metadata={"pytree_node": False}``, or under a ``sf.Static[T]`` annotation), naming
-    the field and the two marks. Runs before the annotations are recorded as metadata."""
-    for f in cls.__dict__["__dataclass_fields__"].values():
-        if f._field_type is not dataclasses._FIELD:  # type: ignore[attr-defined]
-            continue
-        marks = list(f.metadata.get(MARKS, given_marks(f.metadata)))
-        if f.name in annotated:
-            marks.append(("the annotation sf.Static[...]", True))
-        yes = [text for text, says in marks if says]
-        no = [text for text, says in marks if not says]
-        if yes and no:
-            raise TypeError(_errors.CONTRADICTORY_MARKS.format(
-                cls=cls.__qualname__, field=f.name, static=yes[0], dynamic=no[0]))
-
-
-def _check_field_options(cls: type) -> None:
-    """Refuse field options that cannot work, naming the class and field."""
-    for f in cls.__dict__["__dataclass_fields__"].values():
-        conv = f.metadata.get(CONVERTER)
-        if conv is not None and not callable(conv):
-            what = type(conv).__name__
-            raise TypeError(_errors.BAD_CONVERTER.format(cls=cls.__qualname__, field=f.name, type=what))
-        if is_static(f) and f.metadata.get(SHARDING) is not None:
-            raise TypeError(_errors.STATIC_SHARDING.format(cls=cls.__qualname__, field=f.name))
 
 
 def _wrap_custom_init(user_init: Callable[..., None], cls: type) -> Callable[..., None]:
@@ -213,8 +105,8 @@ def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_arg
     if _was_stdlib_dataclass(cls):
         _restore_stdlib_fields(cls)
     user_init = _user_init(cls)
-    static_annotated = _static_annotations(cls)
-    _prepare_defaults(cls, static_annotated)
+    static_annotated = _marks.static_annotations(cls)
+    _marks.prepare_defaults(cls, static_annotated)
     try:
         dataclasses.dataclass(
             cls, init=False, repr=False, eq=False, frozen=False, match_args=match_args, kw_only=kw_only
@@ -227,10 +119,10 @@ def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_arg
             "one would leak changes between them). Pass default_factory=..., or for a "
             "NumPy array default use a jax array or make the field static."
         ) from None
-    annotated = static_annotated | _inherited_static_annotations(cls)
-    _check_marks(cls, annotated)
-    _mark_static_annotations(cls, annotated)
-    _check_field_options(cls)
+    annotated = static_annotated | _marks.inherited_static_annotations(cls)
+    _marks.check_marks(cls, annotated)
+    _marks.mark_static_annotations(cls, annotated)
+    _marks.check_field_options(cls)
     all_fields = cls.__dict__["__dataclass_fields__"]
     initvars = [f for f in all_fields.values() if f._field_type is dataclasses._FIELD_INITVAR]  # type: ignore[attr-defined]
     spec = Spec(cls, check=check)

@@ -1,7 +1,8 @@
 """``sf.jit`` and ``@sf.jit_method``: jit with instances as pytrees, counted and explained.
 
 ``_api`` builds what the decorators return; ``_engine`` owns a function's static
-variants and its miss path; ``_hitpath`` generates the code that runs on every hit;
+variants and its miss path (``_programs``: its AOT and cache methods; ``_deps_args``:
+``deps="read"`` with static arguments); ``_hitpath`` generates the code that runs on every hit;
 ``_bound`` makes ``obj.method`` (bound once, a pytree); ``_variant`` is one variant's
 ``jax.jit`` and what JAX is told of the user's function; ``_tracker`` holds the
 counters, budgets and recompile events; ``_args`` resolves ``jax.jit``'s options

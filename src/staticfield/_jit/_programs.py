@@ -1,0 +1,87 @@
+"""A jitted function's programs as JAX's own methods see them: ``lower``, ``trace``,
+``eval_shape``, ``precompile`` (the program store), ``clear_cache`` and ``cache_size``.
+
+``Programs`` is a base of the engine (``_engine.JitFunction``), kept apart so the engine
+holds the call and miss paths only. Each method takes the user's arguments (instances,
+not children) and goes through the variant JAX would run for them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .._core import _compat
+from ._args import qualname
+
+
+class Programs:
+    """AOT, inspection and the cache of every variant (see the module docstring)."""
+
+    # Set by the engine: what these methods read.
+    fn: Any
+    fast: bool
+    deps: Any
+    rest_deps: Any
+    variants: dict
+    tracker: Any
+    prepare: Callable[[tuple, dict], tuple[Any, list, dict]]
+    method_miss: Callable[[Any], tuple[Any, tuple]]
+
+    def _jax_call(self, args: tuple, kwargs: dict) -> tuple[Any, list, dict]:
+        if not self.fast:
+            return self.prepare(args, kwargs)
+        jitted, children = self.method_miss(args[0])
+        return jitted, [children, *args[1:]], kwargs
+
+    def _aot(self, what: str, args: tuple, kwargs: dict) -> Any:
+        if self.rest_deps is not None:
+            return self.rest_deps.aot(what, args, kwargs)
+        if self.deps is not None and args:
+            return self.deps.call(args[0], lambda jitted, children: getattr(jitted, what)(
+                children, *args[1:], **kwargs))
+        jitted, dyn, kwargs = self._jax_call(args, kwargs)
+        return getattr(jitted, what)(*dyn, **kwargs)
+
+    def lower(self, *args: Any, **kwargs: Any) -> Any:
+        """``jax.jit(...).lower`` for these arguments (ahead-of-time compilation)."""
+        return self._aot("lower", args, kwargs)
+
+    def trace(self, *args: Any, **kwargs: Any) -> Any:
+        """``jax.jit(...).trace`` for these arguments (a ``Traced``: ``.jaxpr``, ``.lower()``)."""
+        return self._aot("trace", args, kwargs)
+
+    def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
+        """``jax.jit(...).eval_shape``: the output's shapes and dtypes, without running it."""
+        return self._aot("eval_shape", args, kwargs)
+
+    def precompile(self, *args: Any, **kwargs: Any) -> None:
+        """Trace, compile and store the program for these arguments without running it
+        (or load it from the store); needs ``sf.set_program_store``."""
+        try:
+            self._aot("precompile", args, kwargs)  # StoredJit.precompile
+        except AttributeError as exc:
+            if exc.name != "precompile":
+                raise
+            raise RuntimeError(
+                f"{qualname(self.fn)}.precompile: no program store is set, so there is nowhere "
+                "to keep the program. Call sf.set_program_store(path) (or set "
+                "STATICFIELD_PROGRAM_STORE) before the function's first call."
+            ) from None
+
+    def clear_cache(self) -> None:
+        """Drop every compiled program of every variant; ``compile_count`` stays a history,
+        and ``max_compiles`` counts the programs compiled from now on."""
+        for jitted in self.programs():
+            jitted.clear_cache()
+        self.tracker.programs_cleared()
+
+    def programs(self) -> list[Any]:
+        """Each variant's ``jax.jit`` once (with deps="read", several keys share one)."""
+        jitted = [j for j, _ in list(self.variants.values())]
+        if self.rest_deps is not None:
+            jitted += self.rest_deps.programs()
+        return list({id(j): j for j in jitted}.values())
+
+    def cache_size(self) -> int:
+        """JAX's count of compiled executables over all static variants."""
+        return sum(_compat.cache_size(jitted) for jitted in self.programs())
