@@ -54,7 +54,7 @@ from .._core._spec import SPECS
 from .._core._state import DEEP_ATTR
 
 logger = logging.getLogger("staticfield")
-flat = operator.attrgetter(DEEP_ATTR)  # (children as JAX sees them, key): see _core/_deep
+deep_flat = operator.attrgetter(DEEP_ATTR)  # (children as JAX sees them, key): see _core/_deep
 
 DEPS = ("all", "read")
 _ESCAPED = "self kept past its trace (a callback, a custom_vjp rule or a stored reference)"
@@ -82,13 +82,13 @@ class Deps:
     # ----- misses: look up by the read fields, else a new variant -----------------------
     def miss(self, obj: Any) -> tuple[Any, tuple]:
         """The variant's jax.jit for ``obj`` (looked up, or made) and ``obj``'s children."""
-        return self.entry(obj)[0], flat(obj)[0]
+        return self.entry(obj)[0], deep_flat(obj)[0]
 
     def entry(self, obj: Any) -> tuple:
         """``variants[key]`` for ``obj``'s key: installed, matched by its reads, or new."""
         if obj.__class__ not in SPECS:
             self.not_an_instance(obj)
-        key = flat(obj)[1]
+        key = deep_flat(obj)[1]
         with self.lock:
             entry = self.variants.get(key)
             if entry is None:
@@ -120,7 +120,7 @@ class Deps:
 
     def check(self, obj: Any, args: tuple, kwargs: dict) -> None:
         """The checking mode: a key that shares a program traces as its base does (``_check``)."""
-        key = flat(obj)[1]
+        key = deep_flat(obj)[1]
         with self.lock:
             entry = self.variants.get(key)
             variant = next((v for v in self.by_base.values() if v.entry is entry), None)
@@ -136,20 +136,20 @@ class Deps:
         ``obj``'s key was still installed on at the end (else on a variant of its own)."""
         for _ in range(_RETRIES):
             entry = self.entry(obj)
-            children, key = flat(obj)
+            children, key = deep_flat(obj)
             try:
                 out = invoke(entry[0], children)
             except Abort:
                 continue
             if self.variants.get(key) is entry:
                 return out
-        return invoke(self._isolate(obj)[0], flat(obj)[0])
+        return invoke(self._isolate(obj)[0], deep_flat(obj)[0])
 
     def _isolate(self, obj: Any) -> tuple:
         """A variant of ``obj``'s key alone, never shared (reads every static): the last
         resort of ``call``. A variant ``obj``'s key was the base of is retired (its keys
         look up again), so that each base key has one variant."""
-        key = flat(obj)[1]
+        key = deep_flat(obj)[1]
         with self.lock:
             for variant in list(self.by_base.values()):
                 if variant.base == key or variant.entry is self.variants.get(key):

@@ -20,7 +20,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 
 from ._args import qualname
-from .._core._deep import DeepKey, rebuild
+from .._core._deep import rebuild
 from .._core._spec import Spec
 from .._core._state import flat
 
@@ -34,9 +34,7 @@ class Split:
         self.spec, self.key = spec, key
 
     def rebuild(self, children: tuple) -> Any:
-        if self.key.__class__ is DeepKey:  # deps="read": nested instances' statics in the key
-            return rebuild(self.key, children)
-        return self.spec.unflatten(self.key, children)
+        return rebuild(self.key, children)  # a StaticKey, or deps="read"'s DeepKey
 
 
 class StaticArg:
