@@ -52,7 +52,7 @@ class JitMethod:
         self.__module__ = getattr(fn, "__module__", None)  # type: ignore[assignment]
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
-        self._bound_cls = _bound_class(fn)
+        self._bound_cls = _bound_class(fn, engine)
 
     def __reduce__(self) -> Any:
         # pickle/cloudpickle of a class holding this (e.g. defined in __main__): the
@@ -67,33 +67,38 @@ class JitMethod:
 
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
         try:
-            return obj.__dict__[self._slot]  # the hit: one frame, two lookups
-        except KeyError:
-            return self._bind(obj)
+            bound = obj.__dict__.get(self._slot)  # the hit: one frame, one lookup
         except AttributeError:
             if obj is not None:
                 raise
+            return self._on_class(owner)
+        if bound is None:  # a new instance (e.g. from unflatten): bind it, without raising
+            return self._bind(obj)
+        return bound
+
+    def _on_class(self, owner: type | None) -> Any:
+        """``Cls.method``: this object; ``Sub.method``: a view counting ``Sub``'s compiles."""
         defining = self.__dict__.get("_owner")
         if owner is None or defining is None or owner is defining:
             return self
         return self._view(owner)
 
     def _bind(self, obj: Any) -> Any:
+        cls = self._bound_cls
         variants = self._variants
-        if variants is None:
-            return _make(self._bound_cls, self._jit, None, self._jit.call, obj)
-        if self._jit.bound_call is not None:  # deps="read": the key's program may change
+        if variants is None:  # static arguments: the variant depends on each call's arguments
+            return _make(cls, None, self._jit.call, obj)
+        engine = self._jit
+        if engine.bound_call is not None:  # deps="read": the key's program may change
             children, key = obj._staticfield_deep
-            bound = _make(self._bound_cls, self._jit, key, self._jit.bound_call, children, key)
-            return cache_binding(obj, self._slot, bound)
+            return cache_binding(obj, self._slot, _make(cls, key, engine.bound_call, children, key))
         try:
             children, key = obj._staticfield_flat
-            jitted, _ = variants[key]
+            jitted = variants[key][0]
         except (KeyError, AttributeError):
-            jitted, children = self._jit.method_miss(obj)
+            jitted, children = engine.method_miss(obj)
             key = flat(obj)[1]
-        bound = _make(self._bound_cls, self._jit, key, jitted, children)
-        return cache_binding(obj, self._slot, bound)  # immutable instance: bind once
+        return cache_binding(obj, self._slot, _make(cls, key, jitted, children))  # immutable: bind once
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in ("_jit", "_owner", "_views"):
@@ -188,14 +193,14 @@ class BoundMethod(functools.partial):
     change (see ``_deps``), so it is looked up on each call.
     """
 
-    __slots__ = ("engine", "key")
+    __slots__ = ("key",)
 
-    engine: JitFunction
+    engine: JitFunction  # a class attribute of the per-method subclass (see _bound_class)
     key: Any
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names not found normally, so this costs nothing on a call.
-        if name in ("engine", "key"):  # an unset slot: never recurse through __getattr__
+        if name in ("engine", "key"):  # unset: never recurse through __getattr__
             raise AttributeError(name)
         if name == "__wrapped__":
             return self.engine.fn
@@ -246,25 +251,26 @@ class BoundMethod(functools.partial):
         return f"<bound sf.jit_method {qualname(self.engine.fn)} of {self.__self__!r}>"
 
 
-def _bound_class(fn: Any) -> type:
-    """A ``BoundMethod`` subclass per method, whose ``__module__`` is the user's: so
-    ``obj.method.__module__`` costs nothing per binding. Registered with JAX like its base."""
-    namespace = {"__slots__": (), "__module__": getattr(fn, "__module__", None), "__doc__": fn.__doc__}
+def _bound_class(fn: Any, engine: JitFunction) -> type:
+    """A ``BoundMethod`` subclass per method, whose ``__module__`` is the user's and whose
+    ``engine`` is the method's: so ``obj.method.__module__`` costs nothing per binding,
+    and a binding sets one slot. Registered with JAX like its base."""
+    namespace = {"__slots__": (), "__module__": getattr(fn, "__module__", None), "__doc__": fn.__doc__,
+                 "engine": engine}
     cls = type("BoundMethod", (BoundMethod,), namespace)
     cls.__qualname__ = f"BoundMethod[{qualname(fn)}]"
     jax.tree_util.register_pytree_with_keys(cls, _flatten_with_keys, _unflatten, flatten_func=_flatten)
     return cls
 
 
-def _make(cls: type, engine: JitFunction, key: Any, func: Any, arg: Any, *more: Any) -> BoundMethod:
+def _make(cls: type, key: Any, func: Any, arg: Any, *more: Any) -> BoundMethod:
     bound = cls(func, arg, *more)
-    bound.engine = engine
     bound.key = key
     return bound
 
 
 def _flatten(b: BoundMethod) -> tuple[Any, tuple]:
-    aux = (b.__class__, b.engine, b.key)
+    aux = (b.__class__, b.key)
     return (b.args[0] if b.key is not None else (b.args[0],)), aux
 
 
@@ -277,16 +283,17 @@ def _flatten_with_keys(b: BoundMethod) -> tuple[Any, tuple]:
 
 
 def _unflatten(aux: tuple, children: Any) -> BoundMethod:
-    cls, engine, key = aux
+    cls, key = aux
+    engine = cls.engine
     if key is None:
-        return _make(cls, engine, None, engine.call, children[0])
+        return _make(cls, None, engine.call, children[0])
     children = tuple(children)
     if engine.bound_call is not None:  # deps="read"
-        return _make(cls, engine, key, engine.bound_call, children, key)
+        return _make(cls, key, engine.bound_call, children, key)
     entry = engine.variants.get(key)
     if entry is None:  # e.g. after the variants were rebuilt: make it again from the instance
-        return _make(cls, engine, key, engine.method_miss(SPECS[key.cls].unflatten(key, children))[0], children)
-    return _make(cls, engine, key, entry[0], children)
+        return _make(cls, key, engine.method_miss(SPECS[key.cls].unflatten(key, children))[0], children)
+    return _make(cls, key, entry[0], children)
 
 
 jax.tree_util.register_pytree_with_keys(
