@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import pickle
 
 import jax
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import staticfield as sf
+from staticfield._core._state import DEEP_ATTR
 
 # Every program shared with a new key is checked against a trace for that key (DESIGN).
 pytestmark = pytest.mark.usefixtures("check_deps")
@@ -195,3 +197,50 @@ def test_unread_statics_never_compile_again(values):
     for v in values:
         P(jnp.ones(2), 1, v, v, Inner(v, v)).f(jnp.ones(2))
     assert P.f.compile_count == 1 == P.f.cache_size()
+
+
+@sf.dataclass
+class _Holder:
+    """A model whose layers (sf instances in a dynamic tuple) give it a deep key."""
+
+    layers: tuple
+
+
+@SETTINGS
+@given(first=st.lists(st.tuples(st.sampled_from(VALUES), st.sampled_from(VALUES)), min_size=1, max_size=3),
+       second=st.lists(st.tuples(st.sampled_from(VALUES), st.sampled_from(VALUES)), min_size=1, max_size=3))
+def test_deep_keys_are_equal_exactly_when_the_nested_statics_are(first, second):
+    """The key a deps="read" hit looks up: equal (and equally hashed) exactly when every
+    nested static is equal with the same type, as the per-layer keys are; a pickled copy
+    is the same key."""
+    def deep_key(statics):
+        model = _Holder(tuple(Lay(jnp.ones(2), a, b) for a, b in statics))
+        return sf_deep(model)[1]
+
+    def typed(statics):
+        return [tuple((type(v), v) for v in pair) for pair in statics]
+
+    k1, k2 = deep_key(first), deep_key(second)
+    assert (k1 == k2) is (typed(first) == typed(second))
+    assert (k1 != k2) is not (k1 == k2)
+    if k1 == k2:
+        assert hash(k1) == hash(k2)
+    for key in (k1, k2):
+        back = pickle.loads(pickle.dumps(key))
+        assert back == key and hash(back) == hash(key) and {key: 1}[back] == 1
+
+
+def sf_deep(obj):
+    """``obj``'s deps="read" flatten: (hollow children, key)."""
+    return getattr(obj, DEEP_ATTR)
+
+
+def test_deep_keys_with_colliding_hashes_stay_apart():
+    """Two different deep keys whose hashes collide are still two keys (two programs)."""
+    k1 = sf_deep(_Holder((Lay(jnp.ones(2), 1, 0),)))[1]
+    k2 = sf_deep(_Holder((Lay(jnp.ones(2), 2, 0),)))[1]
+    collided = int.__new__(type(k2), int(k1))  # k2's contents under k1's hash
+    collided.__dict__.update(k2.__dict__)
+    assert hash(collided) == hash(k1)
+    assert collided != k1 and k1 != collided and not (collided == k1)
+    assert {k1: "k1", collided: "k2"}[collided] == "k2"
