@@ -21,6 +21,9 @@ from .._core._spec import SPECS
 from .._core._deep import rebuild
 from .._core._state import DEEP_ATTR, FLAT_ATTR
 from .._core._traceback import hide
+from .._core import _compat
+
+ARRAY = _compat.get("array_impl")  # jax.Array's concrete class: never an sf instance
 
 # Names the fixed-arity generated code uses (besides c0.., k0.. and __sf_ names): a
 # parameter called one of these takes the *args path, whose code names no parameter.
@@ -111,6 +114,9 @@ def _plain_lines(params: list[str] | None) -> tuple[list[str], list[str]]:
     args = "".join(f"{p}, " for p in params)
     nones = "".join("None, " for _ in params)
     lines = [f"def call({', '.join(params)}):"]
+    if params and ARRAY is not None:  # jax.Arrays only (the common step function): no key at all
+        fast = " and ".join(f"__sf_type({p}) is __sf_Array" for p in params)
+        lines += [f"    if {fast}:", f"        return __sf_plain({args})"]
     if params:  # any instance argument: look its variant up by the arguments' keys
         lines.append(f"    if {' or '.join(f'{p}.__class__ in SPECS' for p in params)}:")
         for i, name in enumerate(params):
@@ -180,7 +186,7 @@ def public_function(engine: Any) -> Callable[..., Any]:
         lines, more = _plain_lines(plain_positional(fn, skip_self=False))
     lines = _hiding(lines) + more
     namespace = {"SPECS": SPECS, "variants": engine.variants, "miss": engine.general_miss, "general": engine.call,
-                 "hide": hide, "__sf_plain": None}
+                 "hide": hide, "__sf_plain": None, "__sf_type": type, "__sf_Array": ARRAY}
     call = compile_functions(lines, ["call"], namespace, what=f"sf.jit hit path of {qualname(fn)}")["call"]
     wrapper = JitWrapper(_as_user(call, fn))
     state = engine.tracker.__dict__
