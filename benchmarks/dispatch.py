@@ -12,6 +12,7 @@ bound method, as a pytree, into a jitted function that calls it.
 # `jdc.Static[int]` annotation as an object, and `jdc` is a local name.
 
 import dataclasses
+import functools
 from typing import Any, Callable
 
 import jax
@@ -29,6 +30,9 @@ METHOD_PYTREE = "method_pytree"
 RAW = "jax.jit, arrays + static_argnums"
 RAW_CLOSED = "jax.jit, arrays only (n closed over)"
 RAW_ARRAYS = "jax.jit, plain arrays"
+# What any Python layer in front of jax.jit costs on this machine (the floor of sf.jit's hit):
+RAW_IN_FUNCTION = "jax.jit, plain arrays, called from a Python function"
+RAW_IN_PARTIAL = "jax.jit, plain arrays, called through a functools.partial subclass"
 JIT_METHOD = "sf.jit_method"
 SF_JIT = "sf.jit (free function)"
 SF_JIT_ARGS = "sf.jit (function behind a *args wrapper)"
@@ -79,11 +83,25 @@ def _raw() -> list[Contender]:
     g = jax.jit(closed)
     arrays, count3 = traced(_plain_step)
     h = jax.jit(arrays)
+
+    def in_function(a: jax.Array, b: jax.Array, x: jax.Array) -> jax.Array:
+        return h(a, b, x)
+
+    in_partial = _PartialSubclass(h)
     return [
         Contender(RAW, lambda: f((a, b), x, n), "baseline", traces=count),
         Contender(RAW_CLOSED, lambda: g((a, b), x), "baseline", traces=count2),
         Contender(RAW_ARRAYS, lambda: h(a, b, x), "baseline", traces=count3),
+        Contender(RAW_IN_FUNCTION, lambda: in_function(a, b, x), "baseline", traces=count3),
+        Contender(RAW_IN_PARTIAL, lambda: in_partial(a, b, x), "baseline", traces=count3),
     ]
+
+
+class _PartialSubclass(functools.partial):
+    """What sf.jit returns is such a subclass (picklable, a method on a class); on
+    CPython 3.11 a subclass of partial is called without vectorcall."""
+
+    __slots__ = ()
 
 
 def _plain_step(a: jax.Array, b: jax.Array, x: jax.Array) -> jax.Array:
