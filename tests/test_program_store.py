@@ -79,6 +79,18 @@ class Cfg:
     @sf.jit_method(deps="read", static_argnums=2)
     def scaled(self, x, k):
         return x * self.depth * k
+
+
+@sf.dataclass
+class Branchy:
+    w: jax.Array
+    s: float = sf.static(default=1.0)
+
+    @sf.jit_method(deps="read")
+    def f(self, x):
+        if x.shape[0] > 2:  # reads s only for long inputs
+            return x * self.s + self.w
+        return x + self.w
 '''
 
 HELPER = '''
@@ -590,3 +602,21 @@ def test_a_running_profiler_is_left_alone(store):
         profiler.disable()
     np.testing.assert_allclose(out, _expected(2) * 2.0, rtol=1e-6)
     assert any(name == "marker" for _, _, name in pstats.Stats(profiler).stats)
+
+
+def test_a_loaded_deps_program_is_never_shared_with_a_key_it_did_not_record(store):
+    """deps="read": a program loaded from the store was traced in another process, so
+    nothing here recorded what it read; it counts as reading every static. Here the short
+    trace reads no static, so B shares A's program for short inputs; the long program
+    (loaded, and reading s) must not compute B's result with A's s."""
+    first = fresh(store)
+    a = first.Branchy(jnp.zeros(1), 1.0)
+    np.testing.assert_array_equal(a.f(jnp.ones(3)), np.ones(3))  # stored: reads s
+    second = fresh(store)
+    a, b = second.Branchy(jnp.zeros(1), 1.0), second.Branchy(jnp.zeros(1), 5.0)
+    np.testing.assert_array_equal(a.f(jnp.ones(2)), np.ones(2))
+    np.testing.assert_array_equal(b.f(jnp.ones(2)), np.ones(2))  # shares A's short program
+    assert second.Branchy.f.compile_count == 1
+    np.testing.assert_array_equal(b.f(jnp.ones(3)), np.full(3, 5.0))  # not A's s
+    np.testing.assert_array_equal(a.f(jnp.ones(3)), np.ones(3))
+    assert second.Branchy.f.load_count == 1

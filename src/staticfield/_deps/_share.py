@@ -33,6 +33,10 @@ any key installed on V what it computes for V's base. The rules that keep it:
   lookup and the call need not be atomic, and the hit path takes no lock.
 - A read after the trace has finished (which the reference count rules out) still
   marks every static read and evicts the other keys, as a last line of defence.
+- A program loaded from the program store was traced in another process: nothing here
+  recorded what it read, so its variant counts as reading every static (``loaded``),
+  before the program runs; a key that was sharing the variant is evicted, and its
+  call, which may be running that program, calls again (the rule above).
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ deep_flat = operator.attrgetter(DEEP_ATTR)  # (children as JAX sees them, key): 
 DEPS = ("all", "read")
 _ESCAPED = "self kept past its trace (a callback, a custom_vjp rule or a stored reference)"
 _SHADOWED = "{name} answered by a class attribute (counted as read)"
+_LOADED = "a program loaded from the program store (what its trace read is not known)"
 _RETRIES = 8
 
 
@@ -198,7 +203,16 @@ class Deps:
                 self._reindex(variant)
         return out
 
-    def extend(self, variant: Variant, paths: tuple[tuple[str, ...], ...], how: str, in_trace: bool) -> None:
+    def loaded(self, base: Any) -> None:
+        """A program of ``base``'s variant came from the program store, not from a trace
+        here: the variant reads every static from now on, so it is never shared again."""
+        with self.lock:
+            variant = self.by_base.get(base)
+            if variant is not None:
+                self.extend(variant, variant.tops, _LOADED, in_trace=False, warn=False)
+
+    def extend(self, variant: Variant, paths: tuple[tuple[str, ...], ...], how: str, in_trace: bool,
+               warn: bool = True) -> None:
         """Add ``paths`` to the read set; evict the keys that disagree (and abort the trace)."""
         with self.lock:
             new = [p for p in paths if p not in variant.reads]
@@ -213,7 +227,7 @@ class Deps:
                 if self.variants.get(k) is variant.entry:
                     del self.variants[k]
             self._reindex(variant)
-        if evicted and not in_trace:
+        if evicted and not in_trace and warn:
             logger.warning("%s: self was read after its trace (%s); its program is no longer "
                            "shared with other static values", self.self_name, how)
         if evicted and in_trace:

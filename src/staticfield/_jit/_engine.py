@@ -186,10 +186,16 @@ class JitFunction(Programs):
 
     def _make_jitted(self, vkey: Any, layout: dict[int, Any], static_kwargs: tuple) -> Any:
         traced = functools.partial(self._traced, vkey)
-        deps = self.deps if self.rest_deps is None else self.rest_deps.of(vkey)[0]
+        deps, base = (self.deps, vkey) if self.rest_deps is None else self.rest_deps.of(vkey)
         jitted = make_jitted(self.fn, layout, static_kwargs, traced, self._jit_kwargs, self.static_pos,
                              deps.explain if deps is not None else None)
-        return stored(jitted, self.fn, vkey, self._trace_count, self.tracker.loaded)
+        loaded = self.tracker.loaded if deps is None else functools.partial(self._loaded_shared, deps, base)
+        return stored(jitted, self.fn, vkey, self._trace_count, loaded)
+
+    def _loaded_shared(self, deps: Deps, base: Any) -> None:
+        """A ``deps="read"`` variant's program came from the program store (see ``Deps.loaded``)."""
+        self.tracker.loaded()
+        deps.loaded(base)
 
     def _trace_count(self) -> int:
         return self.tracker.compile_count
