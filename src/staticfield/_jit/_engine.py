@@ -186,11 +186,16 @@ class JitFunction(Programs):
 
     def _make_jitted(self, vkey: Any, layout: dict[int, Any], static_kwargs: tuple) -> Any:
         traced = functools.partial(self._traced, vkey)
-        deps, base = (self.deps, vkey) if self.rest_deps is None else self.rest_deps.of(vkey)
+        deps, base = self._deps_of(vkey)
         jitted = make_jitted(self.fn, layout, static_kwargs, traced, self._jit_kwargs, self.static_pos,
                              deps.explain if deps is not None else None)
         loaded = self.tracker.loaded if deps is None else functools.partial(self._loaded_shared, deps, base)
         return stored(jitted, self.fn, vkey, self._trace_count, loaded)
+
+    def _deps_of(self, vkey: Any) -> tuple[Deps | None, Any]:
+        """The ``Deps`` that shares variant ``vkey``'s programs (``None`` for ``deps="all"``),
+        and the base key it knows the variant by."""
+        return (self.deps, vkey) if self.rest_deps is None else self.rest_deps.of(vkey)
 
     def _loaded_shared(self, deps: Deps, base: Any) -> None:
         """A ``deps="read"`` variant's program came from the program store (see ``Deps.loaded``)."""
@@ -209,8 +214,7 @@ class JitFunction(Programs):
             logger.warning("staticfield could not describe the arguments of %s (%s: %s); "
                                     "the call goes on", tracker.function, type(exc).__name__, exc)
             description = None
-        deps, base = (self.deps, vkey) if self.deps is not None else (
-            self.rest_deps.of(vkey) if self.rest_deps is not None else (None, vkey))
+        deps, base = self._deps_of(vkey)
         try:
             ticket = tracker.begin(description, type(args[0]) if self.method and args else None,
                                    deps.annotate if deps is not None else None)
