@@ -323,7 +323,7 @@ def test_reading_a_key_never_unpickles(store):
     marker = store / "unpickled"
     payload = pickle.dumps(_Marker(str(marker)))
     entry.unlink()
-    _entries.write(str(entry), {k: header[k] for k in ("key", "sources", "display")}, payload)
+    _entries.write(str(entry), {k: header[k] for k in ("key", "display", "devices")}, payload)
     second = fresh(store)
     run_model(second)
     assert not marker.exists()
@@ -347,14 +347,18 @@ def test_a_directory_others_may_write_is_refused(tmp_path):
         sf.set_program_store(shared)
 
 
-def test_entries_are_written_with_the_users_umask(store):
-    old = os.umask(0o027)
+@pytest.mark.parametrize("umask", [0o000, 0o022, 0o077])
+def test_the_store_is_0700_and_its_entries_0600_whatever_the_umask(tmp_path, store, umask):
+    old = os.umask(umask)
     try:
-        run_model(fresh(store))
+        sf.set_program_store(tmp_path / "new" / "store")
+        fresh(store).power(jnp.float32(2.0), 2)
     finally:
         os.umask(old)
-    (entry,) = entries(store)
-    assert stat.S_IMODE(entry.stat().st_mode) == 0o640
+    folder = tmp_path / "new" / "store"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    files = list(folder.iterdir())
+    assert files and all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in files)
 
 
 def test_none_turns_the_store_off(store):
@@ -380,11 +384,13 @@ def test_precompile_stores_without_running_and_a_fresh_process_loads(store):
     assert again.Model.apply.compile_count + again.power.compile_count == 0
 
 
-def test_precompile_without_a_store_says_how_to_set_one(store):
+def test_precompile_without_a_store_compiles_into_the_functions_cache(store):
     sf.set_program_store(None)
     mod = fresh(store)
-    with pytest.raises(RuntimeError, match=r"power.precompile: no program store is set.*sf.set_program_store"):
-        mod.power.precompile(jnp.float32(2.0), 5)
+    mod.power.precompile(jax.ShapeDtypeStruct((), jnp.float32), 5)
+    assert mod.power.compile_count == 1
+    assert float(mod.power(jnp.float32(2.0), 5)) == 32.0
+    assert mod.power.compile_count == 1  # the call traced nothing
 
 
 def test_precompile_with_values_that_are_not_arrays_says_what_it_takes(store):
@@ -450,7 +456,7 @@ def test_fresh_processes_sharing_a_store_trace_nothing(store):
     """Two processes write the same keys at once; a third loads every program, no trace."""
     _store._state.update({"set": _store._UNSET})
     writers = _processes(store, n=2)
-    assert all(r["compiles"] >= 1 for r in writers)
+    assert all(r["compiles"] + r["loads"] == 3 for r in writers)  # the later one may load
     (reader,) = _processes(store)
     assert reader == {"compiles": 0, "loads": 3}
     assert not [p for p in (store / "envstore").iterdir() if p.name.endswith(".tmp")]
@@ -527,8 +533,10 @@ def test_a_store_from_the_environment_others_may_write_is_refused(tmp_path, monk
     def f(x):
         return x + 1
 
-    with pytest.raises(PermissionError, match=f"{shared} is writable by other users"):
-        f(1.0)
+    with pytest.warns(sf.StaticFieldWarning, match=f"STATICFIELD_PROGRAM_STORE=.*{shared} is "
+                                                   r"writable by other users.*chmod go-w"):
+        assert float(f(1.0)) == 2.0
+    assert not list(shared.iterdir())  # the store stays off
 
 
 SHARDED = '''

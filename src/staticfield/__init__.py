@@ -9,6 +9,7 @@ from ._core._decorator import dataclass as dataclass
 from ._core._errors import DepsCheckError as DepsCheckError
 from ._core._errors import RecompileError as RecompileError
 from ._core._errors import StaticFieldWarning as StaticFieldWarning
+from ._core._errors import StoreCheckError as StoreCheckError
 from ._core._field import Static as Static
 from ._core._field import field as field
 from ._core._field import is_static as is_static
@@ -46,6 +47,7 @@ __all__ = [
     "RecompileError",
     "Static",
     "StaticFieldWarning",
+    "StoreCheckError",
     "Struct",
     "dataclass",
     "dynamic_fields",

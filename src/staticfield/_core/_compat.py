@@ -52,6 +52,7 @@ FEATURES = {
     "watch_placement": "sf.watch cannot explain a recompile caused by a new sharding alone",
     "tracebacks": "staticfield's own frames stay in the tracebacks of errors raised through it",
     "cache_size": "cache_size() cannot count compiled programs (compile_count still counts compiles)",
+    "store": "the program store stays off",
     "fast_check": "",  # a faster construction check only: without it, isinstance does the work
 }
 
@@ -71,6 +72,12 @@ PRIVATE: tuple[Private, ...] = (
             ("path",), "tracebacks"),
     Private("jitted_cache_size", "jaxlib", "PjitFunction._cache_size", None, "cache_size"),
     Private("array_impl", "jax._src.array", "ArrayImpl", None, "fast_check"),
+    # The program store: programs keyed by the trace context, as jax.jit keys its own;
+    # LAPACK kernels registered before a program that calls them is loaded (JAX does
+    # it while lowering, which a loaded program skips; jax.export does the same).
+    Private("trace_context", "jax._src.config", "trace_context", None, "store"),
+    Private("trace_context_names", "jax._src.config", "trace_context_names", None, "store"),
+    Private("initialize_lapack", "jax._src.lax.linalg", "initialize_lapack", (), "store"),
 )
 
 

@@ -32,6 +32,21 @@ DEPS_CHECK = (
 )
 
 
+class StoreCheckError(RuntimeError):
+    """``STATICFIELD_CHECK_STORE=1``: a program the store found without tracing
+    (``trust="source"``) is not the program a trace gives now."""
+
+
+STORE_CHECK = (
+    "{function}: the program store (trust=\"source\") found a program stored for this call, "
+    "but tracing it now gives another program: {what}. So the function depends on something "
+    "its source and arguments do not show (a value read from the environment, a file or a "
+    "global changed at run time), and loading the stored program would give a stale result. "
+    "Use trust=\"trace\" (the default) for this code, or make the function a pure function "
+    "of its source, arguments and statics."
+)
+
+
 class StaticFieldWarning(UserWarning):
     """A staticfield construct works, but is likely to cost recompiles."""
 

@@ -22,6 +22,7 @@ from .._core._spec import SPECS
 from .._core._state import flat
 from .._deps import _check
 from .._deps._share import Abort, Deps
+from ._programs import aot
 from ._variant import Split, StaticArg
 
 
@@ -102,4 +103,4 @@ class RestDeps:
 
     def aot(self, what: str, args: tuple, kwargs: dict) -> Any:
         deps, obj, invoke = self.prepare(args, kwargs)
-        return deps.call(obj, lambda jitted, children: invoke(getattr(jitted, what), children))
+        return deps.call(obj, lambda jitted, children: invoke(aot(jitted, what), children))

@@ -9,6 +9,7 @@ miss handlers; the counters live in its ``_tracker``. Nothing here runs on a hit
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
@@ -26,7 +27,7 @@ from .._core._keys import StaticArgKey
 from .._core._spec import SPECS
 from .._core._state import flat
 from .._core._traceback import hide
-from .._store import stored
+from .._store import Hooks, stored
 from ._tracker import (
     TRACKER_COUNTERS,
     UNSET,
@@ -80,6 +81,7 @@ class JitFunction(Programs):
         self.tracker = Tracker(name, max_compiles, warn_compiles, self.cache_size)
         self._lock = threading.Lock()
         self._compiled: set = set()  # variant keys with a successful trace
+        self._deferring = threading.local()  # .pending: (vkey, tickets) while the store traces
         self._bound_signature: inspect.Signature | None = None
         self.names, self.static_pos, self.static_names = resolve_static(fn, jit_kwargs)
         self._jit_kwargs = {k: v for k, v in jit_kwargs.items() if k not in _OWN_KWARGS}
@@ -189,21 +191,29 @@ class JitFunction(Programs):
         deps, base = self._deps_of(vkey)
         jitted = make_jitted(self.fn, layout, static_kwargs, traced, self._jit_kwargs, self.static_pos,
                              deps.explain if deps is not None else None)
-        loaded = self.tracker.loaded if deps is None else functools.partial(self._loaded_shared, deps, base)
-        return stored(jitted, self.fn, vkey, self._trace_count, loaded)
+        return stored(jitted, self.fn, vkey, self._jit_kwargs, _VariantHooks(self, vkey, deps, base))
 
     def _deps_of(self, vkey: Any) -> tuple[Deps | None, Any]:
         """The ``Deps`` that shares variant ``vkey``'s programs (``None`` for ``deps="all"``),
         and the base key it knows the variant by."""
         return (self.deps, vkey) if self.rest_deps is None else self.rest_deps.of(vkey)
 
-    def _loaded_shared(self, deps: Deps, base: Any) -> None:
-        """A ``deps="read"`` variant's program came from the program store (see ``Deps.loaded``)."""
-        self.tracker.loaded()
-        deps.loaded(base)
-
-    def _trace_count(self) -> int:
-        return self.tracker.compile_count
+    @contextlib.contextmanager
+    def deferring(self, vkey: Any) -> Any:
+        """While the program store traces variant ``vkey``: its trace reserves a compile
+        (a ticket in the list yielded) that the store then counts as a compile or a load."""
+        local = self._deferring
+        outer = getattr(local, "pending", None)
+        tickets: list = []
+        local.pending = (vkey, tickets)
+        try:
+            yield tickets
+        except BaseException:
+            for ticket in tickets:
+                self.tracker.abort(ticket)
+            raise
+        finally:
+            local.pending = outer
 
     def _traced(self, vkey: Any, args: tuple, kwargs: dict) -> Any:
         """The user's function while JAX traces it: described, budgeted, counted."""
@@ -215,9 +225,11 @@ class JitFunction(Programs):
                                     "the call goes on", tracker.function, type(exc).__name__, exc)
             description = None
         deps, base = self._deps_of(vkey)
+        pending = getattr(self._deferring, "pending", None)
+        deferred = pending[1] if pending is not None and pending[0] is vkey else None
         try:
             ticket = tracker.begin(description, type(args[0]) if self.method and args else None,
-                                   deps.annotate if deps is not None else None)
+                                   deps.annotate if deps is not None else None, budget=deferred is None)
         except RecompileError:
             variants = self.variants if deps is None else deps.variants
             with self._lock:  # refused: not cached either, unless the variant has programs
@@ -230,7 +242,10 @@ class JitFunction(Programs):
             tracker.abort(ticket)
             add_hint(exc, self.names, args, kwargs)
             raise
-        tracker.commit(ticket)  # only a trace that succeeded counts
+        if deferred is not None:  # the program store counts it: a load or a compile
+            deferred.append(ticket)
+        else:
+            tracker.commit(ticket)  # only a trace that succeeded counts
         self._compiled.add(vkey)
         return out
 
@@ -290,3 +305,34 @@ class JitFunction(Programs):
     def __repr__(self) -> str:
         kind = "jit_method" if self.method else "jit"
         return f"<sf.{kind} {qualname(self.fn)}: {self.tracker.compile_count} compile(s)>"
+
+
+class _VariantHooks(Hooks):
+    """A variant's counters as its ``StoredJit`` sees them (see ``_store.Hooks``)."""
+
+    __slots__ = ("engine", "vkey", "deps", "base")
+
+    def __init__(self, engine: JitFunction, vkey: Any, deps: Deps | None, base: Any) -> None:
+        self.engine, self.vkey, self.deps, self.base = engine, vkey, deps, base
+
+    def deferred(self) -> Any:
+        return self.engine.deferring(self.vkey)
+
+    def settle(self, tickets: list, loaded: bool) -> None:
+        tracker = self.engine.tracker
+        for i, ticket in enumerate(tickets):
+            if loaded:
+                tracker.loaded(ticket)
+                continue
+            try:
+                tracker.commit(ticket, budget=True)
+            except RecompileError:
+                for rest in tickets[i + 1:]:
+                    tracker.abort(rest)
+                raise
+
+    def loaded_untraced(self) -> None:
+        """No trace here: with ``deps="read"``, nothing recorded what it reads (``Deps.loaded``)."""
+        self.engine.tracker.loaded()
+        if self.deps is not None:
+            self.deps.loaded(self.base)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .._core import _compat
-from ._args import qualname
+from .._store import StoredJit
 
 
 class Programs:
@@ -37,10 +37,10 @@ class Programs:
         if self.rest_deps is not None:
             return self.rest_deps.aot(what, args, kwargs)
         if self.deps is not None and args:
-            return self.deps.call(args[0], lambda jitted, children: getattr(jitted, what)(
+            return self.deps.call(args[0], lambda jitted, children: aot(jitted, what)(
                 children, *args[1:], **kwargs))
         jitted, dyn, kwargs = self._jax_call(args, kwargs)
-        return getattr(jitted, what)(*dyn, **kwargs)
+        return aot(jitted, what)(*dyn, **kwargs)
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """``jax.jit(...).lower`` for these arguments (ahead-of-time compilation)."""
@@ -55,18 +55,11 @@ class Programs:
         return self._aot("eval_shape", args, kwargs)
 
     def precompile(self, *args: Any, **kwargs: Any) -> None:
-        """Trace, compile and store the program for these arguments without running it
-        (or load it from the store); needs ``sf.set_program_store``."""
-        try:
-            self._aot("precompile", args, kwargs)  # StoredJit.precompile
-        except AttributeError as exc:
-            if exc.name != "precompile":
-                raise
-            raise RuntimeError(
-                f"{qualname(self.fn)}.precompile: no program store is set, so there is nowhere "
-                "to keep the program. Call sf.set_program_store(path) (or set "
-                "STATICFIELD_PROGRAM_STORE) before the function's first call."
-            ) from None
+        """Trace and compile the program for these arguments (arrays or
+        ``jax.ShapeDtypeStruct``s) without running it: with a program store, load it or
+        compile and store it; without one, into this function's cache. Either way a later
+        call with those avals traces nothing; a precompile counts as a compile."""
+        self._aot("precompile", args, kwargs)
 
     def clear_cache(self) -> None:
         """Drop every compiled program of every variant; ``compile_count`` stays a history,
@@ -83,5 +76,15 @@ class Programs:
         return list({id(j): j for j in jitted}.values())
 
     def cache_size(self) -> int:
-        """JAX's count of compiled executables over all static variants."""
-        return sum(_compat.cache_size(jitted) for jitted in self.programs())
+        """JAX's count of compiled executables over all static variants (with a program
+        store, the programs each variant keeps)."""
+        return sum(j._cache_size() if isinstance(j, StoredJit) else _compat.cache_size(j)
+                   for j in self.programs())
+
+
+def aot(jitted: Any, what: str) -> Callable[..., Any]:
+    """A variant's ``lower``, ``trace``, ``eval_shape`` or ``precompile`` (a variant
+    without a program store precompiles into ``jax.jit``'s own caches)."""
+    if what == "precompile" and not isinstance(jitted, StoredJit):
+        return lambda *dyn, **kwargs: jitted.trace(*dyn, **kwargs).lower().compile()
+    return getattr(jitted, what)  # type: ignore[no-any-return]

@@ -130,28 +130,40 @@ class Tracker:
 
     # ----- one trace ------------------------------------------------------------------
     def begin(self, description: dict[str, tuple] | None, cls: type | None = None,
-              annotate: Callable[[Recompile], Recompile] | None = None) -> Ticket:
-        """Explain a trace before it runs and reserve its number; refuse it over budget.
+              annotate: Callable[[Recompile], Recompile] | None = None, budget: bool = True) -> Ticket:
+        """Explain a trace before it runs and reserve its number; refuse it over budget
+        (``budget=False``: the program store may load its program, so ``commit`` checks).
         ``annotate`` rewrites the explanation (``deps="read"``: where each static was read)."""
         location = _safe(call_site, "")
         with self._lock:
             number = self.compile_count + len(self._pending) + 1
             event = self._explain(description, number, location, annotate) if number > 1 else None
-            budget = self.max_compiles
-            if budget is not None and number - self._live_base > budget:
-                # Over budget by count; but programs JAX dropped (jax.clear_caches()) are
-                # not live. JAX's count includes the traces in progress, this one too.
-                live = _safe(self._live_programs, number)
-                if live > budget:
-                    raise RecompileError(recompile_budget_message(self.function, number, budget, event))
-                self._live_base = number - live
+            if budget:
+                self._check_budget(number, event)
             ticket = Ticket(description, location, event, cls, annotate)
             self._pending.append(ticket)
             return ticket
 
-    def commit(self, ticket: Ticket) -> None:
-        """Count a trace that succeeded, log it, and warn at the thresholds."""
+    def _check_budget(self, number: int, event: Recompile | None) -> None:
+        budget = self.max_compiles
+        if budget is not None and number - self._live_base > budget:
+            # Over budget by count; but programs JAX dropped (jax.clear_caches()) are
+            # not live. JAX's count includes the traces in progress, this one too.
+            live = _safe(self._live_programs, number)
+            if live > budget:
+                raise RecompileError(recompile_budget_message(self.function, number, budget, event))
+            self._live_base = number - live
+
+    def commit(self, ticket: Ticket, budget: bool = False) -> None:
+        """Count a trace that succeeded, log it, and warn at the thresholds; ``budget``:
+        refuse it over budget first (a trace begun with ``budget=False``)."""
         with self._lock:
+            if budget:
+                try:
+                    self._check_budget(self.compile_count + len(self._pending), ticket.event)
+                except RecompileError:
+                    self._drop_pending(ticket)
+                    raise
             self._drop_pending(ticket)
             self.compile_count += 1
             n = self.compile_count
@@ -184,9 +196,13 @@ class Tracker:
         with self._lock:
             self._drop_pending(ticket)
 
-    def loaded(self) -> None:
-        """A program came from the program store: no trace, not a compile."""
+    def loaded(self, ticket: Ticket | None = None) -> None:
+        """A program came from the program store, with no trace or after ``ticket``'s
+        trace (``trust="trace"``: the trace is the check, not a compile)."""
         with self._lock:
+            if ticket is not None:
+                self._drop_pending(ticket)
+                self._remember(ticket.description)  # later compiles are explained against it
             self.load_count += 1
 
     def programs_cleared(self) -> None:

@@ -27,6 +27,7 @@ from typing import Any, Iterator
 
 MAGIC = b"staticfield program store 1\n"
 SUFFIX = ".sfprog"
+LINK = ".sfsrc"  # trust="source": the key found without tracing -> the program's entry
 _MAX_HEADER = 16 << 20
 
 
@@ -34,24 +35,59 @@ class BadEntry(Exception):
     """An entry that cannot be used: corrupt, truncated, or not one of ours."""
 
 
-def check_directory(path: str) -> str:
-    """Make ``path`` (with the user's umask) and refuse it if other users may write to it."""
+def check_directory(path: str | os.PathLike, who: str = "sf.set_program_store") -> str:
+    """``path``, made with mode 0700 if missing; refused (``PermissionError``,
+    ``NotADirectoryError``) before anything in it is read when it is not a directory
+    only this user may write to."""
     path = os.path.abspath(os.path.expanduser(os.fspath(path)))
-    os.makedirs(path, exist_ok=True)
+    if not os.path.lexists(path):
+        try:
+            os.makedirs(path, mode=0o700)
+            os.chmod(path, 0o700)  # whatever the umask
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise OSError(exc.errno, f"{who}: cannot create the program store directory {path} "
+                          f"({exc.strerror}). Choose a path you can create.") from None
     if not os.path.isdir(path):
-        raise NotADirectoryError(f"sf.set_program_store: {path} is not a directory.")
-    mode = os.stat(path).st_mode
-    if mode & stat.S_IWOTH:
+        raise NotADirectoryError(f"{who}: {path} is not a directory. Choose a directory (or a "
+                                 "path to create) for the program store.")
+    st = os.stat(path)
+    problem = unsafe(st)
+    if problem:
         raise PermissionError(
-            f"sf.set_program_store: the directory {path} is writable by other users, and a "
-            "program store holds programs this process runs. Use a directory only you can "
-            f"write to (chmod o-w {path}), or another path."
+            f"{who}: the program store directory {path} is {problem}, and a program store "
+            "holds programs this process runs. Use a directory of your own that only you can "
+            f"write to (chmod go-w {path}), or another path."
         )
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise PermissionError(f"{who}: the program store directory {path} is not writable. "
+                              "Choose a directory you can write to.")
     return path
 
 
-def entry_path(directory: str, digest: str) -> str:
-    return os.path.join(directory, digest + SUFFIX)
+def unsafe(st: os.stat_result) -> str:
+    """Why a store file or directory must not be trusted (``""``: it may)."""
+    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+        return "owned by another user"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return "writable by other users" if st.st_mode & stat.S_IWOTH else "writable by its group"
+    return ""
+
+
+def open_entry(path: str) -> Any:
+    """``path`` opened for reading, or ``BadEntry`` when it is not safe to trust (another
+    user's, or writable by others); ``FileNotFoundError`` when it is missing."""
+    f = open(path, "rb")
+    problem = unsafe(os.fstat(f.fileno()))
+    if problem:
+        f.close()
+        raise BadEntry(f"{problem}, so it is not trusted")
+    return f
+
+
+def entry_path(directory: str, digest: str, suffix: str = SUFFIX) -> str:
+    return os.path.join(directory, digest + suffix)
 
 
 def key_digest(key: dict[str, Any]) -> str:
@@ -65,8 +101,9 @@ def write(path: str, header: dict[str, Any], payload: bytes) -> None:
     line = json.dumps(header, sort_keys=True).encode() + b"\n"
     folder, name = os.path.split(path)
     tmp = os.path.join(folder, f".{name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
+        os.fchmod(fd, 0o600)  # whatever the umask
         with os.fdopen(fd, "wb") as f:
             f.write(MAGIC)
             f.write(line)
@@ -135,7 +172,7 @@ def clear(directory: str) -> int:
     except FileNotFoundError:
         return 0
     for name in names:
-        if name.endswith(SUFFIX) or (name.startswith(".") and name.endswith(".tmp")):
+        if name.endswith((SUFFIX, LINK)) or (name.startswith(".") and name.endswith(".tmp")):
             try:
                 os.unlink(os.path.join(directory, name))
                 removed += name.endswith(SUFFIX) and not name.startswith(".")

@@ -27,7 +27,7 @@ import numpy as np
 
 from .._core._keys import StaticArgKey, StaticKey
 
-FORMAT = 1
+FORMAT = 2
 
 # JAX options that change nothing a program computes: where caches and logs go.
 _NOT_IN_KEY = (
@@ -60,11 +60,39 @@ def environment() -> dict[str, Any]:
         "versions": _versions(),
         "backend": jax.default_backend(),
         "platform_version": str(getattr(backend, "platform_version", "")),
-        "devices": [str(getattr(d, "device_kind", type(d).__name__)) for d in devices],
+        "devices": [f"{getattr(d, 'device_kind', type(d).__name__)} id={d.id} process={d.process_index}"
+                    for d in devices],
+        "process_index": jax.process_index(),
         "process_count": jax.process_count(),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "config": config,
     }
+
+
+def context() -> str | None:
+    """JAX's trace context as text (x64, default device, promotion, matmul precision,
+    the mesh with its device ids, ...): what ``jax.jit`` keys its own programs by.
+    ``None`` when a part of it cannot be written by value."""
+    from .._core import _compat
+    from ._digest import Undigestible, _Walker
+
+    names, values = _compat.get("trace_context_names")(), _compat.get("trace_context")()
+    walker = _Walker()
+    try:
+        return ";".join(f"{n}={walker.value(v, 1)}" for n, v in zip(names, values))
+    except Undigestible:
+        return None
+
+
+def options(jit_kwargs: dict[str, Any]) -> str | None:
+    """The ``jax.jit`` options (donation, shardings with their device ids, ...) as text;
+    ``None`` when one cannot be written by value."""
+    from ._digest import Undigestible, _Walker
+
+    try:
+        return _Walker().value(dict(jit_kwargs), 1)
+    except Undigestible:
+        return None
 
 
 def _config_values() -> dict[str, Any]:
@@ -166,8 +194,11 @@ def leaf_signature(leaf: Any) -> Any:
     dtype, shape = getattr(leaf, "dtype", None), getattr(leaf, "shape", None)
     if dtype is not None and shape is not None:  # a ShapeDtypeStruct, for precompile
         sharding = getattr(leaf, "sharding", None)
-        return (tuple(shape), np.dtype(dtype), bool(getattr(leaf, "weak_type", False)), sharding,
-                sharding is not None)
+        committed = sharding is not None
+        if sharding is None:  # as an uncommitted array is: on the default device
+            device = jax.config.jax_default_device or jax.devices()[0]
+            sharding = jax.sharding.SingleDeviceSharding(device)
+        return (tuple(shape), np.dtype(dtype), bool(getattr(leaf, "weak_type", False)), sharding, committed)
     return None  # not an array JAX takes: jax.jit decides (and says what is wrong)
 
 

@@ -1,17 +1,35 @@
 """``StoredJit``: one static variant's ``jax.jit`` while a program store is set.
 
-It keeps the variant's compiled programs by their arguments' avals (shapes, dtypes,
-weak types, shardings, and the arguments' tree). A call with avals it has no program
-for looks in the store: a matching entry is loaded (no trace, no lowering, no
-compile); otherwise ``jax.jit``'s ``lower`` traces it (counted by the engine as
-any trace) while ``_sources`` records the code that ran, it is compiled, and the
-program is written. Programs are serialized with JAX's public
-``jax.experimental.serialize_executable``.
+Its invariant: **a program it runs is the program ``jax.jit`` would compile for the
+call, in this process, now.** Three things make that hold by construction:
+
+- In this process, programs are kept per call signature *and* JAX's trace context
+  (the tree, each leaf's shape, dtype, weak type, sharding and commitment; x64,
+  default device, promotion, mesh, ...), as ``jax.jit`` keys its own; under
+  ``jax.disable_jit()`` the call goes to ``jax.jit`` itself, which runs it eagerly.
+- ``trust="trace"`` (the default) traces every miss and keys the store by what the
+  trace produced (``_digest``: the closed jaxpr with its constants by value), the
+  ``jax.jit`` options, the trace context, the argument signature and the machine
+  (versions, backend, every device with its process, ``XLA_FLAGS``, JAX's options).
+  Whatever the function read is in its jaxpr, so a stored program is used only where
+  a compile would give the same one; the miss skips lowering and the XLA compile.
+  The pytree structures come from this trace, never from the entry.
+- ``trust="source"`` finds the entry without tracing, by the function, its closure
+  values, statics, argument signature, options, context and machine, and checks the
+  source of every module of the user's code that was loaded when it was traced
+  (``_sources``). What the key cannot see is the user's promise;
+  ``STATICFIELD_CHECK_STORE=1`` traces anyway and compares.
+
+A loaded program runs on the devices it was compiled for, by id and in order; an
+entry names its process and devices in its key, so no other process or device set
+ever uses it. No lock is held while user code or JAX runs: two threads that miss
+at once may both trace, and the first program kept wins.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 import threading
 import time
@@ -20,67 +38,105 @@ from typing import Any, Callable
 
 import jax
 
-from .._core._errors import StaticFieldWarning
+from .._core import _compat
+from .._core._errors import STORE_CHECK, RecompileError, StaticFieldWarning, StoreCheckError
 from .._core._keys import StaticArgKey, StaticKey
-from . import _entries, _key, _sources
+from . import _digest, _entries, _key, _sources
 
 logger = logging.getLogger("staticfield")
 
-LOAD_LISTENERS: list[Callable[[Callable, float], None]] = []  # sf.watch: (user function, seconds)
+LOAD_LISTENERS: list[Callable[[Callable, float, bool], None]] = []  # sf.watch: (function, seconds, traced)
+CHECK_ENV = "STATICFIELD_CHECK_STORE"
+_warned: set[tuple[str, str]] = set()
+_warned_lock = threading.Lock()
 
 
-def _serialize(compiled: Any) -> bytes:
+def _serialize(compiled: Any) -> tuple[bytes, list[int]]:
+    """The program's bytes, and the ids of the devices it runs on, in order."""
     from jax.experimental.serialize_executable import serialize
 
-    payload, in_tree, out_tree = serialize(compiled)
-    return pickle.dumps((payload, in_tree, out_tree), protocol=pickle.HIGHEST_PROTOCOL)
+    unloaded = compiled._executable._unloaded_executable
+    if getattr(unloaded, "host_callbacks", None):
+        raise _Unstorable("it calls back into Python (jax.debug.print, pure_callback, ...)")
+    devices = [d.id for d in unloaded.device_list]
+    payload, _, _ = serialize(compiled)
+    return payload, devices
 
 
-def _deserialize(data: bytes) -> Any:
+def _deserialize(payload: bytes, devices: list[int], in_tree: Any, out_tree: Any) -> Any:
     from jax.experimental.serialize_executable import deserialize_and_load
 
-    payload, in_tree, out_tree = pickle.loads(data)  # noqa: S301 - a store is trusted like code
-    return deserialize_and_load(payload, in_tree, out_tree)
+    by_id = {d.id: d for d in jax.devices()}
+    try:
+        execution = [by_id[i] for i in devices]
+    except KeyError:
+        raise _entries.BadEntry("for devices this process does not have") from None
+    if execution and execution[0].platform == "cpu":
+        _compat.get("initialize_lapack")()  # kernels JAX registers while lowering
+    return deserialize_and_load(payload, in_tree, out_tree, backend=execution[0].client,
+                                execution_devices=execution)
+
+
+class _Unstorable(Exception):
+    """A program that runs but cannot be kept (said once per function and reason)."""
+
+
+class Hooks:
+    """What the engine gives a ``StoredJit``: its counters, around one trace."""
+
+    def deferred(self) -> Any:
+        """A context in which the variant's trace reserves its compile (tickets) instead of
+        counting it."""
+        raise NotImplementedError
+
+    def settle(self, tickets: list, loaded: bool) -> None:
+        """The trace's program was loaded (a load) or is compiled now (a compile, budgeted)."""
+        raise NotImplementedError
+
+    def loaded_untraced(self) -> None:
+        """A program came from the store with no trace here (``trust="source"``)."""
+        raise NotImplementedError
 
 
 class StoredJit:
     """A variant's ``jax.jit`` whose programs are loaded from, or written to, the store."""
 
-    def __init__(self, jitted: Any, fn: Callable, vkey: Any, store: Callable[[], Any],
-                 traces: Callable[[], int], loaded: Callable[[], None]) -> None:
+    def __init__(self, jitted: Any, fn: Callable, vkey: Any, store: Callable[[], tuple[str, str] | None],
+                 options: dict[str, Any], hooks: Hooks) -> None:
         self.jitted = jitted
         self.fn = fn
         self.vkey = vkey
-        self._store = store  # the current store directory, or None
-        self._traces = traces  # the engine's trace count: did lower() really trace?
-        self._loaded = loaded
+        self._store = store  # (directory, trust), or None when the store is off
+        self._options = options
+        self._hooks = hooks
         self.programs: dict[Any, Any] = {}
         self._lock = threading.Lock()
-        self._statics: str | None | bool = False  # not computed yet
-        self._identity: dict | None | bool = False
+        self._static: dict[str, Any] = {}  # per variant: options, statics, function identity
 
     def __call__(self, *dyn: Any, **kwargs: Any) -> Any:
+        if jax.config.jax_disable_jit:  # jax.jit runs the function eagerly
+            return self.jitted(*dyn, **kwargs)
         leaves, tree = jax.tree_util.tree_flatten((dyn, kwargs))
-        sig = (tree, _key.signature(leaves))
+        sig = (tree, _key.signature(leaves), _compat.get("trace_context")())
         if None in sig[1]:  # inside another function's trace (JAX inlines it there), or not arrays
             return self.jitted(*dyn, **kwargs)
         program = self.programs.get(sig)
         if program is None:
-            program = self.program(sig, dyn, kwargs, run=True)
+            program = self.program(sig, dyn, kwargs)
         return program(*dyn, **kwargs)
 
     def precompile(self, *dyn: Any, **kwargs: Any) -> bool:
         """Load or compile (and store) the program for these arguments (as ``jax.jit``'s
-        ``lower`` takes them); whether it was new."""
+        ``lower`` takes them, ``jax.ShapeDtypeStruct`` included); whether it was new."""
         leaves, tree = jax.tree_util.tree_flatten((dyn, kwargs))
-        sig = (tree, _key.signature(leaves))
+        sig = (tree, _key.signature(leaves), _compat.get("trace_context")())
         if None in sig[1]:
             raise TypeError(f"{_name(self.fn)}.precompile: called with traced values or values "
                             "that are not arrays; call it outside jax.jit, with arrays, Python "
                             "scalars or jax.ShapeDtypeStruct values.")
         if sig in self.programs:
             return False
-        self.program(sig, dyn, kwargs, run=False)
+        self.program(sig, dyn, kwargs)
         return True
 
     # ----- jax.jit's interface, for the engine's lower/trace/eval_shape/clear_cache --------
@@ -88,96 +144,215 @@ class StoredJit:
         return getattr(self.jitted, name)
 
     def clear_cache(self) -> None:
-        self.programs.clear()
+        with self._lock:
+            self.programs.clear()
         self.jitted.clear_cache()
 
     def _cache_size(self) -> int:
-        return len(self.programs) + self.jitted._cache_size()
+        return len(self.programs) + _compat.cache_size(self.jitted)
 
     # ----- a program miss ---------------------------------------------------------------
-    def program(self, sig: Any, dyn: tuple, kwargs: dict, run: bool) -> Any:
-        with self._lock:
-            program = self.programs.get(sig)
-            if program is not None:
-                return program
-            directory = self._store()
-            if directory is None:
-                return self.jitted  # the store was turned off since this variant was made
-            key = self._key(sig)
-            path = _entries.entry_path(directory, _entries.key_digest(key)) if key is not None else None
-            program = self._load(path, key) if path is not None else None
-            if program is None:
-                program = self._compile(sig, dyn, kwargs, path, key)
-            self.programs[sig] = program
+    def program(self, sig: Any, dyn: tuple, kwargs: dict) -> Any:
+        store = self._store()
+        if store is None:
+            return self.jitted  # the store was turned off since this variant was made
+        directory, trust = store
+        program = None
+        if trust == "source":
+            link = self._source_key(sig)
+            if link is None:
+                self._cannot_serve("a closure value or static cannot be written by value, so "
+                                   "trust=\"source\" cannot find its programs without tracing "
+                                   "(trust=\"trace\" serves them)")
+            else:
+                program = self._load_by_source(directory, link, dyn, kwargs)
+        if program is None:
+            program = self._trace(directory, sig, dyn, kwargs)
+        with self._lock:  # threads that missed together: the first program kept wins
+            return self.programs.setdefault(sig, program)
+
+    def _trace(self, directory: str, sig: Any, dyn: tuple, kwargs: dict) -> Any:
+        with self._hooks.deferred() as tickets:
+            traced = self.jitted.trace(*dyn, **kwargs)
+        try:
+            record = _digest.digest(traced.jaxpr)
+            key = self._trace_key(record.hexdigest, sig)
+        except _digest.Undigestible as exc:
+            key, why = None, str(exc)
+        else:
+            why = "a jax.jit option or JAX setting that cannot be written by value"
+        if key is None:
+            self._hooks.settle(tickets, loaded=False)
+            self._cannot_serve(why)
+            return traced.lower().compile()
+        path = _entries.entry_path(directory, _entries.key_digest(key))
+        program = self._load(path, key, traced.in_tree, traced.out_tree)
+        if program is not None:
+            self._hooks.settle(tickets, loaded=True)
             return program
+        try:
+            self._hooks.settle(tickets, loaded=False)  # over max_compiles: refused before compiling
+        except RecompileError:
+            self.jitted.clear_cache()  # JAX's trace of it too: the next call begins again
+            raise
+        compiled = traced.lower().compile()
+        self._write(directory, path, key, compiled, traced, sig)
+        return compiled
 
-    def _key(self, sig: Any) -> dict[str, Any] | None:
-        if self._statics is False:
-            self._statics = _key.statics_digest(self.vkey)
-        if self._identity is False:
-            self._identity = _key.function_identity(self.fn)
-        if self._statics is None or self._identity is None:
+    # ----- keys ---------------------------------------------------------------------------
+    def _trace_key(self, jaxpr_digest: str, sig: Any) -> dict[str, Any] | None:
+        if "options" not in self._static:
+            self._static["options"] = _key.options(self._options)
+        options, context = self._static["options"], _key.context()
+        if options is None or context is None:
             return None
-        tree, leaves = sig
-        return {
-            "format": _key.FORMAT,
-            "function": self._identity,
-            "statics": self._statics,
-            "tree": _key.tree_digest(tree),
-            "avals": [_key.describe_leaf(leaf) for leaf in leaves],
-            "environment": _key.environment(),
-        }
+        tree, leaves, _ = sig
+        return {"format": _key.FORMAT, "trust": "trace", "jaxpr": jaxpr_digest, "options": options,
+                "context": context, "tree": _key.tree_digest(tree),
+                "avals": [_key.describe_leaf(leaf) for leaf in leaves], "environment": _key.environment()}
 
-    def _load(self, path: str, key: dict[str, Any]) -> Any:
+    def _source_key(self, sig: Any) -> dict[str, Any] | None:
+        """The key found without tracing (see the module docstring); ``None`` when the
+        function, a closure value or a static cannot be written by value."""
+        if "identity" not in self._static:
+            self._static["identity"] = _key.function_identity(self.fn)
+            self._static["statics"] = _key.statics_digest(self.vkey)
+            self._static["options"] = _key.options(self._options)
+        identity, statics, options = (self._static[k] for k in ("identity", "statics", "options"))
+        context = _key.context()
+        if None in (identity, statics, options, context):
+            return None
+        tree, leaves, _ = sig
+        return {"format": _key.FORMAT, "trust": "source", "function": identity, "statics": statics,
+                "options": options, "context": context, "tree": _key.tree_digest(tree),
+                "avals": [_key.describe_leaf(leaf) for leaf in leaves], "environment": _key.environment()}
+
+    # ----- reading ------------------------------------------------------------------------
+    def _load(self, path: str, key: dict[str, Any], in_tree: Any, out_tree: Any) -> Any:
         start = time.perf_counter()
         try:
-            with open(path, "rb") as f:
+            with _entries.open_entry(path) as f:
                 header = _entries.read_header(f)
-                if header.get("key") != key or not _sources.unchanged(header.get("sources", {})):
-                    return None  # another key with the same digest, or stale: compile again
+                if header.get("key") != key:
+                    return None  # another key with the same digest: compile again
                 payload = _entries.read_payload(f, header)
-            program = _deserialize(payload)
+            program = _deserialize(payload, header.get("devices") or [], in_tree, out_tree)
         except FileNotFoundError:
             return None
-        except Exception as exc:  # corrupt, truncated, foreign: ignored, and written again
-            why = str(exc) if isinstance(exc, _entries.BadEntry) else f"unreadable ({type(exc).__name__})"
-            warnings.warn(
-                f"staticfield: the program store entry {path} for {_name(self.fn)} is {why}; it "
-                "is ignored, and the program is compiled and written again.",
-                StaticFieldWarning, stacklevel=2,
-            )
+        except Exception as exc:  # corrupt, truncated, foreign, untrusted: ignored, written again
+            self._bad_entry(path, exc)
             return None
-        self._loaded()
-        seconds = time.perf_counter() - start
-        for listener in list(LOAD_LISTENERS):
-            listener(self.fn, seconds)
+        self._heard(time.perf_counter() - start, traced=True)
         return program
 
-    def _compile(self, sig: Any, dyn: tuple, kwargs: dict, path: str | None, key: dict | None) -> Any:
-        before = self._traces()
-        with _sources.recording() as files:
-            lowered = self.jitted.lower(*dyn, **kwargs)
-        compiled = lowered.compile()
-        if path is None or key is None:
-            logger.info("staticfield: %s: not stored (a static value, class or closure value that "
-                        "pickle cannot write, such as a lambda or a class defined in a function)",
-                        _name(self.fn))
-            return compiled
-        if self._traces() == before:  # JAX reused an earlier trace: what ran is unknown
-            logger.info("staticfield: %s: not stored (JAX reused an earlier trace)", _name(self.fn))
-            return compiled
-        sources = _sources.describe(files)
-        if sources is None:
-            logger.info("staticfield: %s: not stored (code whose source cannot be checked ran "
-                        "while tracing)", _name(self.fn))
-            return compiled
+    def _heard(self, seconds: float, traced: bool) -> None:
+        for listener in list(LOAD_LISTENERS):
+            listener(self.fn, seconds, traced)
+
+    def _load_by_source(self, directory: str, link: dict[str, Any], dyn: tuple, kwargs: dict) -> Any:
+        start = time.perf_counter()
+        path = _entries.entry_path(directory, _entries.key_digest(link), _entries.LINK)
         try:
-            payload = _serialize(compiled)
+            with _entries.open_entry(path) as f:
+                header = _entries.read_header(f)
+            if header.get("link") != link or not _sources.unchanged(header.get("sources", {})):
+                return None
+            entry = _entries.entry_path(directory, str(header["entry"]))
+            with _entries.open_entry(entry) as f:
+                program_header = _entries.read_header(f)
+                payload = _entries.read_payload(f, program_header)
+            in_tree, out_tree = pickle.loads(bytes.fromhex(header["trees"]))  # noqa: S301 - trusted store
+            checked = _checking() and self._check(program_header, dyn, kwargs)
+            program = _deserialize(payload, program_header.get("devices") or [], in_tree, out_tree)
+        except FileNotFoundError:
+            return None
+        except StoreCheckError:
+            raise
+        except Exception as exc:
+            self._bad_entry(path, exc)
+            return None
+        if not checked:  # the check's trace counted it, reads of deps="read" included
+            self._hooks.loaded_untraced()
+        self._heard(time.perf_counter() - start, traced=checked)
+        return program
+
+    def _check(self, header: dict[str, Any], dyn: tuple, kwargs: dict) -> bool:
+        """``STATICFIELD_CHECK_STORE=1``: trace anyway; a program other than the stored one
+        raises ``StoreCheckError`` naming the first differing equation or constant."""
+        with self._hooks.deferred() as tickets:
+            traced = self.jitted.trace(*dyn, **kwargs)
+        self._hooks.settle(tickets, loaded=True)
+        now = _digest.digest(traced.jaxpr, lines=True)
+        if now.hexdigest == header.get("key", {}).get("jaxpr"):
+            return True
+        raise StoreCheckError(STORE_CHECK.format(function=_name(self.fn), what=_difference(header, now)))
+
+    # ----- writing ------------------------------------------------------------------------
+    def _write(self, directory: str, path: str, key: dict, compiled: Any, traced: Any, sig: Any) -> None:
+        """The entry (its JSON line names each top-level equation, for the checking mode),
+        then its ``trust="source"`` link: an entry serves either trust."""
+        try:
+            payload, devices = _serialize(compiled)
+            record = _digest.digest(traced.jaxpr, lines=True)
             display = {"function": _name(self.fn), "statics": _display_statics(self.vkey)}
-            _entries.write(path, {"key": key, "sources": sources, "display": display}, payload)
+            _entries.write(path, {"key": key, "display": display, "devices": devices,
+                                  "equations": record.equations, "consts": record.consts}, payload)
+            self._write_link(directory, path, traced, sig)
+        except _Unstorable as exc:
+            self._cannot_serve(str(exc))
         except Exception as exc:  # a program that cannot be stored still runs
-            logger.info("staticfield: %s: not stored (%s: %s)", _name(self.fn), type(exc).__name__, exc)
-        return compiled
+            self._cannot_serve(f"{type(exc).__name__}: {exc}")
+
+    def _write_link(self, directory: str, entry: str, traced: Any, sig: Any) -> None:
+        """The ``trust="source"`` key of this program, for a later zero-trace load, with the
+        source of the user's code loaded now (``_sources``)."""
+        link = self._source_key(sig)
+        sources = _sources.describe(_sources.loaded_files(self.fn)) if link is not None else None
+        if link is None or sources is None:
+            return
+        trees = pickle.dumps((traced.in_tree, traced.out_tree), protocol=4).hex()
+        name = os.path.basename(entry)[: -len(_entries.SUFFIX)]
+        _entries.write(_entries.entry_path(directory, _entries.key_digest(link), _entries.LINK),
+                       {"link": link, "entry": name, "sources": sources, "trees": trees}, b"")
+
+    # ----- saying so ------------------------------------------------------------------------
+    def _bad_entry(self, path: str, exc: Exception) -> None:
+        why = str(exc) if isinstance(exc, _entries.BadEntry) else f"unreadable ({type(exc).__name__}: {exc})"
+        warnings.warn(
+            f"staticfield: the program store entry {path} for {_name(self.fn)} is {why}; it is "
+            "ignored, and the program is compiled and written again.",
+            StaticFieldWarning, stacklevel=4,
+        )
+
+    def _cannot_serve(self, why: str) -> None:
+        name = _name(self.fn)
+        with _warned_lock:
+            if (name, why) in _warned:
+                return
+            _warned.add((name, why))
+        warnings.warn(f"staticfield: the program store cannot keep the programs of {name}: {why}. "
+                      "They compile as without a store.", StaticFieldWarning, stacklevel=4)
+
+
+def _checking() -> bool:
+    return os.environ.get(CHECK_ENV, "").strip() not in ("", "0")
+
+
+def _difference(header: dict[str, Any], now: _digest.Digest) -> str:
+    """The first equation or constant where the stored program and the trace differ."""
+    stored = [tuple(e) for e in header.get("equations", [])]
+    for i, (then, current) in enumerate(zip(stored, now.equations)):
+        if then[0] != current[0]:
+            return (f"equation {i + 1} ({current[1]} at {current[2]}) differs from the stored one "
+                    f"({then[1]} at {then[2]})")
+    if len(stored) != len(now.equations):
+        i = min(len(stored), len(now.equations))
+        where = now.equations[i] if i < len(now.equations) else stored[i]
+        return f"the trace has {len(now.equations)} equations, the stored program {len(stored)} (from {where[1]} at {where[2]})"
+    for i, (then, current) in enumerate(zip(header.get("consts", []), now.consts)):
+        if then != current:
+            return f"constant {i + 1} (a value the function closes over or reads) has other values"
+    return "a constant, a sub-program or an output differs"
 
 
 def _name(fn: Callable) -> str:

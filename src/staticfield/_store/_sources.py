@@ -1,21 +1,20 @@
-"""The source files whose code ran while a program was traced, and their hashes.
+"""The source of the user's code loaded when a program was traced, and its hashes.
 
-``recording()`` notes the file of every Python function that starts while a trace
-runs: on Python 3.12+ with ``sys.monitoring`` (each code object reports once, then
-is disabled, so a trace costs little more), before that with ``sys.setprofile`` on
-the tracing thread. A program depends on exactly that code, wherever it lives (the
-method, a helper in another module, a library), so an entry records it:
+``trust="source"`` finds a stored program without tracing, so the entry records the
+code that could have shaped the trace: every module loaded at that moment (not only
+code that ran: a constant imported from another module, a helper whose trace JAX
+had cached), the function's own file, and the cells of a notebook:
 
-- a file of an installed distribution stands in by the distribution's name and
-  version (JAX's own hundreds of files are one line), the standard library by the
-  Python version (already in the key);
-- any other file by the SHA-256 of its bytes; generated code (staticfield's own, a
-  notebook cell) by the hash of its source in ``linecache``.
+- a file of a distribution installed without ``-e`` stands in by the distribution's
+  name and version (JAX's own hundreds of files are one line), the standard library
+  by the Python version (already in the key);
+- any other file by the SHA-256 of its bytes (an editable install, the user's
+  project, a script); a file that is gone is recorded as gone; a source that lives
+  only in ``linecache`` (a notebook cell) by the hash of its text.
 
-Code compiled from a string with no source in ``linecache`` (``exec``, as
-``dataclasses`` and ``namedtuple`` make their methods) is not hashed: what made it
-is. A file that ran but can no longer be read makes the program unstorable
-(``describe`` returns ``None``).
+An entry applies only while each recorded file, source and distribution is as it
+was (``unchanged``). What no file shows (the environment, files read at run time,
+state changed at run time) is the user's promise in this trust mode.
 """
 
 from __future__ import annotations
@@ -28,78 +27,23 @@ import linecache
 import os
 import sys
 import sysconfig
-import threading
-from typing import Any, Iterator
+from typing import Any, Callable
 
-_TOOL_NAME = "staticfield program store"
 _PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")
-_lock = threading.Lock()
-_local = threading.local()
-UNRECORDED = "\0 not recorded"  # what ran is unknown: no file by this name, so not storable
 _hashes: dict[str, tuple[tuple, str]] = {}  # path -> ((mtime_ns, size, inode), sha256)
 
 
-@contextlib.contextmanager
-def recording() -> Iterator[set[str]]:
-    """Collect the filenames of the Python code that starts running inside the block."""
-    outer = getattr(_local, "files", None)
-    if outer is not None:  # a program compiled while another is traced: the outer hook sees all
-        yield outer
-        return
-    files: set[str] = set()
-    with _lock:  # one recording at a time: the hooks are process-wide
-        _local.files = files
-        try:
-            with _monitoring(files) if sys.version_info >= (3, 12) else _profiling(files):
-                yield files
-        finally:
-            _local.files = None
-
-
-@contextlib.contextmanager
-def _monitoring(files: set[str]) -> Iterator[None]:
-    mon = sys.monitoring  # type: ignore[attr-defined]
-    tool = next((i for i in range(6) if mon.get_tool(i) is None), None)
-    if tool is None:  # every tool id taken: fall back to the profile hook
-        with _profiling(files):
-            yield
-        return
-    mon.use_tool_id(tool, _TOOL_NAME)
-    disable = mon.DISABLE
-
-    def started(code: Any, offset: int) -> Any:
+def loaded_files(fn: Callable) -> set[str]:
+    """The file of every module loaded now, the function's own file, and the sources
+    that live in ``linecache`` only (notebook cells)."""
+    files = {f for m in list(sys.modules.values()) if isinstance(f := getattr(m, "__file__", None), str)}
+    code = getattr(fn, "__code__", None)
+    if code is not None:
         files.add(code.co_filename)
-        return disable
-
-    mon.register_callback(tool, mon.events.PY_START, started)
-    mon.set_events(tool, mon.events.PY_START)
-    try:
-        yield
-    finally:
-        mon.set_events(tool, 0)
-        mon.register_callback(tool, mon.events.PY_START, None)
-        mon.free_tool_id(tool)
-        mon.restart_events()  # the next recording sees every code object again
-
-
-@contextlib.contextmanager
-def _profiling(files: set[str]) -> Iterator[None]:
-    if sys.getprofile() is not None:  # a profiler runs (cProfile): leave it be, store nothing
-        files.add(UNRECORDED)
-        yield
-        return
-    seen: set = set()
-
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            seen.add(frame.f_code)
-
-    sys.setprofile(profile)
-    try:
-        yield
-    finally:
-        sys.setprofile(None)
-        files.update(code.co_filename for code in seen)
+    for name, entry in list(linecache.cache.items()):
+        if len(entry) > 2 and entry[2] and not os.path.isfile(name):
+            files.add(name)
+    return files
 
 
 @functools.lru_cache(maxsize=None)
@@ -159,8 +103,7 @@ def _classify(filename: str) -> tuple[str, str, str] | None:
     else:
         if any(path.startswith(root) for root in stdlib):
             return ("stdlib", "", "")
-    digest = file_hash(path)
-    return None if digest is None else ("file", path, digest)
+    return ("file", path, file_hash(path) or "")  # "": gone, and recorded as gone
 
 
 def file_hash(path: str) -> str | None:
@@ -200,7 +143,7 @@ def unchanged(record: dict[str, Any]) -> bool:
     """Whether every file, source and distribution a trace ran is as it was then."""
     try:
         for path, digest in record["files"].items():
-            if file_hash(path) != digest:
+            if (file_hash(path) or "") != digest:
                 return False
         for name, digest in record["sources"].items():
             lines = linecache.cache.get(name)

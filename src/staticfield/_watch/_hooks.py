@@ -71,10 +71,10 @@ def _on_duration(event: str, duration_secs: float, **kwargs: str | int) -> None:
                  str(kwargs.get("fun_name", "")))
 
 
-def _on_load(fn: Callable, seconds: float) -> None:
-    """A program loaded from the program store: no trace, no compile."""
+def _on_load(fn: Callable, seconds: float, traced: bool) -> None:
+    """A program loaded from the program store: no compile (``traced``: after its trace)."""
     for w in list(_ACTIVE):
-        _guarded(w, "its program store listener", w._loaded, fn, seconds)
+        _guarded(w, "its program store listener", w._loaded, fn, seconds, traced)
 
 
 def _install_trace_hook() -> None:

@@ -199,11 +199,13 @@ class watch:
             self._by_source[str(getattr(dbg, "func_src_info", ""))] = entry
         self._local.current = (record, squash(getattr(fun, "__name__", "")), entry)
 
-    def _loaded(self, fun: Callable, seconds: float) -> None:
-        """A program of ``fun`` came from the program store: a load, not a compile."""
+    def _loaded(self, fun: Callable, seconds: float, traced: bool) -> None:
+        """A program of ``fun`` came from the program store: a load, not a compile (with
+        ``trust="trace"``, the trace just recorded was the store's check: forgotten)."""
+        entry = self._forget() if traced else None
         key, name, location, eager = identify(fun, None)
         with self._lock:
-            entry = self._by_key.get(key)
+            entry = entry or self._by_key.get(key)
             if entry is None:
                 entry = self._by_key[key] = WatchedFunction(name, location, eager=eager)
             entry.loads += 1
@@ -211,16 +213,23 @@ class watch:
     def _trace_raised(self, retrace: bool = False) -> None:
         """The user's function raised while tracing: nothing compiled, so forget the trace
         (and count it as failed, unless staticfield stopped it to trace again)."""
+        entry = self._forget()
+        if entry is not None:
+            entry.failed_traces += not retrace
+
+    def _forget(self) -> WatchedFunction | None:
+        """Drop this thread's trace in progress; the function it was recorded for."""
         current, self._local.current = getattr(self._local, "current", None), None
         if current is None:
-            return
+            return None
         record, _, entry = current
-        if entry.compiles and entry.compiles[-1] is record:
-            entry.compiles.pop()
-            entry._descriptions.pop()
-            entry._owners.pop()
-            entry._placements.pop()
-            entry.failed_traces += not retrace
+        if not (entry.compiles and entry.compiles[-1] is record):
+            return None
+        entry.compiles.pop()
+        entry._descriptions.pop()
+        entry._owners.pop()
+        entry._placements.pop()
+        return entry
 
     def _calling(self, args: tuple, params: dict) -> None:
         """JAX runs a traced function afresh (its C++ cache missed): note the placements."""
