@@ -126,6 +126,8 @@ class _Walker:
 
     def equation(self, eqn: Any, use: Any, bind: Any) -> str:
         prim = eqn.primitive
+        if "callback" in prim.name:  # a host callback: its executable cannot be kept
+            raise Undigestible(f"it calls back into Python ({prim.name} at {source_line(eqn)})")
         skip = _RULES.get(prim.name, ())
         params = ",".join(f"{k}={self.value(v, 1)}" for k, v in sorted(eqn.params.items()) if k not in skip)
         ins = ",".join(map(use, eqn.invars))
