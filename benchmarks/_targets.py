@@ -126,9 +126,10 @@ def evaluate(results: Results) -> list[Target]:
     out.append(Target(f'deps="read": compiles over {layered.get("instances", "N")} models differing '
                       "in an unread layer static", 1.0, True, None if compiles is None else float(compiles),
                       _why((deps.READ, compiles)) or f"(deps=\"all\": {layered.get(deps.ALL)})"))
-    stored, warm, cold = (g(restart.RESTART, "", n) for n in (restart.STORE, restart.PCACHE, restart.COLD))
-    out.append(Target("fresh process, first results: program store / JAX persistent cache", 0.5, True,
-                      _ratio(stored, warm), _why((restart.STORE, stored), (restart.PCACHE, warm))))
-    out.append(Target("fresh process, first results: program store / cold", 0.2, True,
-                      _ratio(stored, cold), _why((restart.STORE, stored), (restart.COLD, cold))))
+    for model in restart.MODELS:
+        warm = g(restart.RESTART, model, restart.PCACHE)
+        for name, goal in ((restart.STORE, 0.85), (restart.SOURCE, 0.5)):
+            ours = g(restart.RESTART, model, name)
+            out.append(Target(f"fresh process, first results ({model}): {name} / JAX persistent cache", goal,
+                              True, _ratio(ours, warm), _why((name, ours), (restart.PCACHE, warm))))
     return out

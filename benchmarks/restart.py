@@ -1,25 +1,28 @@
 """Case 10: time to first result in a fresh process (``sf.set_program_store``).
 
-A 64-layer model (an ``@sf.dataclass`` with one weight matrix and bias per layer)
-with a static ``activation`` of 4 values; its ``@sf.jit_method`` ``apply`` runs all
-64 layers. Each measurement is a new Python process that builds the model and
-calls ``apply`` once per static variant; the figure is the time from the first
-call to the 4th result (imports and building the inputs come before the clock
-starts and are the same for every contender). Three contenders:
+Two models, each an ``@sf.dataclass`` with one weight matrix and bias per layer and
+a static ``activation``; its ``@sf.jit_method`` ``apply`` runs every layer: 64
+layers called with 4 activations (4 programs), and a deep one of 256 layers (1
+program). Each measurement is a new Python process that builds the model and calls
+``apply`` once per static variant; the figure is the time from the first call to
+the last result (imports and building the inputs come before the clock starts and
+are the same for every contender). Four contenders:
 
-- ``cold``: no cache at all: 4 traces, lowerings and compiles;
+- ``cold``: no cache at all: traces, lowerings and compiles;
 - ``JAX persistent cache (warm)``: ``jax_compilation_cache_dir`` filled by an earlier
-  process: 4 traces and lowerings, the compiles read from the cache;
-- ``program store (warm)``: ``STATICFIELD_PROGRAM_STORE`` filled by an earlier
-  process: 4 programs loaded, no trace.
+  process: traces and lowerings, the compiles read from the cache;
+- ``program store, trust="trace" (warm)``: the store filled by an earlier process:
+  traces, each program loaded by its trace's digest (no lowering, no compile);
+- ``program store, trust="source" (warm)``: programs loaded with no trace.
 
-The fastest of a few fresh processes each (interleaved), in µs.
+The median of 5 fresh processes each (interleaved), in µs.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,11 +35,12 @@ import staticfield as sf
 from ._harness import Config, Results
 
 RESTART = "restart"
-LAYERS = 64
-VARIANTS = ("tanh", "relu", "gelu", "silu")
+MODELS = {"64 layers, 4 variants": (64, ("tanh", "relu", "gelu", "silu")), "256 layers": (256, ("tanh",))}
 COLD = "cold (no cache)"
 PCACHE = "JAX persistent cache (warm)"
-STORE = "program store (warm)"
+STORE = "program store, trust=\"trace\" (warm)"
+SOURCE = "program store, trust=\"source\" (warm)"
+MODES = {"cold": COLD, "pcache": PCACHE, "trace": STORE, "source": SOURCE}
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -56,21 +60,22 @@ class Model:
         return x.sum()
 
 
-def _child(mode: str, folder: str) -> None:
-    """One fresh process: the model, then the clock from the first call to the 4th result."""
+def _child(mode: str, folder: str, model: str) -> None:
+    """One fresh process: the model, then the clock from the first call to the last result."""
     import time
 
     if mode == "pcache":
         jax.config.update("jax_compilation_cache_dir", folder)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    elif mode == "store":
-        sf.set_program_store(folder)
+    elif mode in ("trace", "source"):
+        sf.set_program_store(folder, trust=mode)
 
+    layers, variants = MODELS[model]
     key = jax.random.PRNGKey(0)
-    ws = [jax.random.normal(jax.random.fold_in(key, i), (32, 32)) * 0.1 for i in range(LAYERS)]
-    bs = [jnp.zeros(32) for _ in range(LAYERS)]
-    models = [Model(ws, bs, activation=a) for a in VARIANTS]
+    ws = [jax.random.normal(jax.random.fold_in(key, i), (32, 32)) * 0.1 for i in range(layers)]
+    bs = [jnp.zeros(32) for _ in range(layers)]
+    models = [Model(ws, bs, activation=a) for a in variants]
     x = jnp.ones((8, 32))
     jax.block_until_ready((ws, bs, x))
     t0 = time.perf_counter_ns()
@@ -80,11 +85,11 @@ def _child(mode: str, folder: str) -> None:
     print(json.dumps({"us": us, "compiles": Model.apply.compile_count, "loads": Model.apply.load_count}))
 
 
-def _fresh(mode: str, folder: str) -> dict:
+def _fresh(mode: str, folder: str, model: str) -> dict:
     env = dict(os.environ)
-    env.pop("STATICFIELD_PROGRAM_STORE", None)
-    env.pop("JAX_COMPILATION_CACHE_DIR", None)
-    done = subprocess.run([sys.executable, "-m", "benchmarks.restart", mode, folder], cwd=_ROOT, env=env,
+    for name in ("STATICFIELD_PROGRAM_STORE", "STATICFIELD_PROGRAM_STORE_TRUST", "JAX_COMPILATION_CACHE_DIR"):
+        env.pop(name, None)
+    done = subprocess.run([sys.executable, "-m", "benchmarks.restart", mode, folder, model], cwd=_ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"the {mode} process failed:\n{done.stderr[-2000:]}")
@@ -92,27 +97,29 @@ def _fresh(mode: str, folder: str) -> dict:
 
 
 def run(cfg: Config, results: Results) -> None:
-    print(f"case 10: time to first result in a fresh process ({LAYERS} layers, {len(VARIANTS)} variants)",
-          flush=True)
-    rounds = 1 if cfg.smoke else 3
-    with tempfile.TemporaryDirectory() as tmp:
-        pcache, store = os.path.join(tmp, "pcache"), os.path.join(tmp, "store")
-        os.makedirs(pcache)
-        os.makedirs(store, mode=0o755)
-        _fresh("pcache", pcache)  # fill the caches: not timed
-        _fresh("store", store)
-        best: dict[str, float] = {}
-        counts: dict[str, str] = {}
-        for r in range(rounds):
-            order = [("cold", COLD, ""), ("pcache", PCACHE, pcache), ("store", STORE, store)]
-            for mode, name, folder in order if r % 2 == 0 else order[::-1]:
-                got = _fresh(mode, folder or tmp)
-                best[name] = min(best.get(name, float("inf")), got["us"])
-                counts[name] = f"{got['compiles']} trace(s), {got['loads']} load(s)"
-    results.add(RESTART, "", best, {COLD: "baseline", PCACHE: "baseline", STORE: "ours"}, notes=counts)
-    for name, us in best.items():
-        print(f"  {name}: {us / 1e6:.3f} s ({counts[name]})", flush=True)
+    rounds = 1 if cfg.smoke else 5
+    for model in MODELS:
+        print(f"case 10: time to first result in a fresh process ({model})", flush=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            folders = {"cold": tmp, "pcache": os.path.join(tmp, "pcache"), "trace": os.path.join(tmp, "store"),
+                       "source": os.path.join(tmp, "store")}
+            os.makedirs(folders["pcache"])
+            _fresh("pcache", folders["pcache"], model)  # fill the caches: not timed
+            _fresh("trace", folders["trace"], model)
+            times: dict[str, list[float]] = {name: [] for name in MODES.values()}
+            counts: dict[str, str] = {}
+            for r in range(rounds):
+                order = list(MODES.items())
+                for mode, name in order if r % 2 == 0 else order[::-1]:
+                    got = _fresh(mode, folders[mode], model)
+                    times[name].append(got["us"])
+                    counts[name] = f"{got['compiles']} compile(s), {got['loads']} load(s)"
+        median = {name: statistics.median(ts) for name, ts in times.items()}
+        results.add(RESTART, model, median, {COLD: "baseline", PCACHE: "baseline", STORE: "ours", SOURCE: "ours"},
+                    notes=counts)
+        for name, us in median.items():
+            print(f"  {name}: {us / 1e6:.3f} s ({counts[name]})", flush=True)
 
 
 if __name__ == "__main__":
-    _child(sys.argv[1], sys.argv[2])
+    _child(sys.argv[1], sys.argv[2], sys.argv[3])

@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import re
 import threading
 import time
 import warnings
@@ -51,8 +52,9 @@ _warned: set[tuple[str, str]] = set()
 _warned_lock = threading.Lock()
 
 
-def _serialize(compiled: Any) -> tuple[bytes, list[int]]:
-    """The program's bytes, and the ids of the devices it runs on, in order."""
+def _serialize(compiled: Any) -> tuple[bytes, dict[str, Any]]:
+    """The program's bytes; and for its header the ids of the devices it runs on, in
+    order, and the custom calls it makes (their kernels must be registered to load it)."""
     from jax.experimental.serialize_executable import serialize
 
     unloaded = compiled._executable._unloaded_executable
@@ -60,19 +62,29 @@ def _serialize(compiled: Any) -> tuple[bytes, list[int]]:
         raise _Unstorable("it calls back into Python (jax.debug.print, pure_callback, ...)")
     devices = [d.id for d in unloaded.device_list]
     payload, _, _ = serialize(compiled)
-    return payload, devices
+    try:
+        calls = sorted(set(_CUSTOM_CALL.findall(compiled.as_text() or "")))
+    except Exception:
+        calls = ["?"]  # unknown: registered on load, as if it made one
+    return payload, {"devices": devices, "custom_calls": calls}
 
 
-def _deserialize(payload: bytes, devices: list[int], in_tree: Any, out_tree: Any) -> Any:
+_CUSTOM_CALL = re.compile(r'custom_call_target="([^"]+)"')
+
+
+def _deserialize(payload: bytes, header: dict[str, Any], in_tree: Any, out_tree: Any) -> Any:
     from jax.experimental.serialize_executable import deserialize_and_load
 
     by_id = {d.id: d for d in jax.devices()}
     try:
-        execution = [by_id[i] for i in devices]
+        execution = [by_id[i] for i in header.get("devices") or []]
     except KeyError:
         raise _entries.BadEntry("for devices this process does not have") from None
-    if execution and execution[0].platform == "cpu":
-        _compat.get("initialize_lapack")()  # kernels JAX registers while lowering
+    if not execution:
+        raise _entries.BadEntry("without devices")
+    if execution[0].platform == "cpu" and header.get("custom_calls", ["?"]):
+        # JAX registers LAPACK's kernels while lowering, which a loaded program skips
+        _compat.get("initialize_lapack")()
     return deserialize_and_load(payload, in_tree, out_tree, backend=execution[0].client,
                                 execution_devices=execution)
 
@@ -236,7 +248,7 @@ class StoredJit:
                 if header.get("key") != key:
                     return None  # another key with the same digest: compile again
                 payload = _entries.read_payload(f, header)
-            program = _deserialize(payload, header.get("devices") or [], in_tree, out_tree)
+            program = _deserialize(payload, header, in_tree, out_tree)
         except FileNotFoundError:
             return None
         except Exception as exc:  # corrupt, truncated, foreign, untrusted: ignored, written again
@@ -263,7 +275,7 @@ class StoredJit:
                 payload = _entries.read_payload(f, program_header)
             in_tree, out_tree = pickle.loads(bytes.fromhex(header["trees"]))  # noqa: S301 - trusted store
             checked = _checking() and self._check(program_header, dyn, kwargs)
-            program = _deserialize(payload, program_header.get("devices") or [], in_tree, out_tree)
+            program = _deserialize(payload, program_header, in_tree, out_tree)
         except FileNotFoundError:
             return None
         except StoreCheckError:
@@ -292,10 +304,10 @@ class StoredJit:
         """The entry (its JSON line names each top-level equation, for the checking mode),
         then its ``trust="source"`` link: an entry serves either trust."""
         try:
-            payload, devices = _serialize(compiled)
+            payload, runs_on = _serialize(compiled)
             record = _digest.digest(traced.jaxpr, lines=True)
             display = {"function": _name(self.fn), "statics": _display_statics(self.vkey)}
-            _entries.write(path, {"key": key, "display": display, "devices": devices,
+            _entries.write(path, {"key": key, "display": display, **runs_on,
                                   "equations": record.equations, "consts": record.consts}, payload)
             self._write_link(directory, path, traced, sig)
         except _Unstorable as exc:
