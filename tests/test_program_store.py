@@ -411,9 +411,36 @@ def test_the_store_command_lists_and_clears(store, capsys):
     assert "store_user.Model.apply" in out and "Model(w" not in out
     assert "statics: Model(depth=3)" in out
     assert "float32[3]" in out and "1 program(s)" in out
+    assert all(len(line) <= 100 for line in out.splitlines())
+    assert "devices: 0 (process 0 of 1)" in out and "trust=trace" in out
     assert main(["store", path, "--clear"]) == 0
     assert "removed 1 program(s)" in capsys.readouterr().out
     assert entries(store) == []
+
+
+@pytest.mark.parametrize("what, said", [
+    ("missing", "does not exist"),
+    ("file", "is a file, not a program store directory"),
+    ("other", "holds files but no program store entries"),
+])
+def test_the_store_command_refuses_what_is_not_a_store_in_one_line(tmp_path, capsys, what, said):
+    from staticfield.__main__ import main
+
+    path = tmp_path / what
+    if what == "file":
+        path.write_text("")
+    elif what == "other":
+        path.mkdir()
+        (path / "notes.txt").write_text("")
+    with pytest.raises(SystemExit) as exit_:
+        main(["store", str(path)])
+    assert exit_.value.code == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"store: {path} {said}" in err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["store", str(empty)]) == 0
+    assert "0 program(s)" in capsys.readouterr().out
 
 
 # ----- real processes -----------------------------------------------------------------------

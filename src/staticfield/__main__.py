@@ -126,9 +126,13 @@ def _demo_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 
 
 def _store_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    from ._store._cli import command
+    from ._store._cli import check, command
 
-    print(command(os.path.abspath(args.path), args.clear))
+    path = os.path.abspath(os.path.expanduser(args.path))
+    problem = check(path)
+    if problem:
+        parser.exit(1, f"{parser.prog} store: {problem}\n")
+    print(command(path, args.clear))
 
 
 # One entry per subcommand: (parser, parsed arguments) -> None.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import textwrap
 import time
 from typing import Any
 
@@ -35,25 +37,52 @@ def _runs(avals: list[str]) -> str:
     return ", ".join(aval if n == 1 else f"{aval} \u00d7{n}" for aval, n in runs)
 
 
+WIDTH = 100
+
+
+def _fit(text: str, indent: str = "    ") -> list[str]:
+    """``text`` in lines of at most ``WIDTH`` columns."""
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_long_words=True, break_on_hyphens=False) or [indent]
+
+
 def listing(directory: str) -> str:
-    """One block per entry: function, statics, avals, size and age (JSON only, never unpickled)."""
+    """One block per entry: function, statics, avals, devices, trust, size and age (JSON
+    only, never unpickled), in lines of at most 100 columns."""
     lines: list[str] = []
     total = 0
     found = list(_entries.entries(directory))
     for path, header, size in found:
         total += size
         if header is None:
-            lines.append(f"? {path}: not a readable entry ({_size(size)})")
+            lines += _fit(f"? {os.path.basename(path)}: not a readable entry ({_size(size)})", "")
             continue
         display: dict[str, Any] = header.get("display", {})
         key: dict[str, Any] = header.get("key", {})
-        versions = key.get("environment", {}).get("versions", {})
-        lines.append(f"{display.get('function', '?')}  [{_size(size)}, {_age(header.get('created', 0))} old, "
-                     f"jax {versions.get('jax', '?')}, {key.get('environment', {}).get('backend', '?')}]")
-        lines.append(f"    statics: {display.get('statics', '?')}")
-        lines.append(f"    avals:   {_runs(key.get('avals', [])) or '(none)'}")
+        env = key.get("environment", {})
+        versions = env.get("versions", {})
+        lines += _fit(f"{display.get('function', '?')}  [{_size(size)}, {_age(header.get('created', 0))} old, "
+                      f"jax {versions.get('jax', '?')}, {env.get('backend', '?')}, "
+                      f"trust={key.get('trust', '?')}]", "")
+        lines += _fit(f"statics: {display.get('statics', '?')}")
+        lines += _fit(f"avals:   {_runs(key.get('avals', [])) or '(none)'}")
+        devices = header.get("devices") or []
+        lines += _fit(f"devices: {', '.join(map(str, devices)) or '?'} (process {env.get('process_index', '?')} "
+                      f"of {env.get('process_count', '?')})")
     lines.append(f"{len(found)} program(s), {_size(total)} in {directory}")
     return "\n".join(lines)
+
+
+def check(directory: str) -> str:
+    """Why ``directory`` is not a store to list (``""``: it is one, or empty)."""
+    if not os.path.exists(directory):
+        return f"{directory} does not exist"
+    if not os.path.isdir(directory):
+        return f"{directory} is a file, not a program store directory"
+    names = [n for n in os.listdir(directory) if not n.startswith(".")]
+    if names and not any(n.endswith((_entries.SUFFIX, _entries.LINK)) for n in names):
+        return f"{directory} holds files but no program store entries"
+    return ""
 
 
 def command(directory: str, clear: bool) -> str:
