@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import staticfield as sf
 import store_helper
+import store_other  # loaded, never run while tracing
 
 
 @sf.dataclass
@@ -655,3 +656,37 @@ def test_a_loaded_deps_program_is_never_shared_with_a_key_it_did_not_record(stor
     np.testing.assert_array_equal(b.f(jnp.ones(3)), np.full(3, 5.0))  # not A's s
     np.testing.assert_array_equal(a.f(jnp.ones(3)), np.ones(3))
     assert second.Branchy.f.load_count == 1
+
+
+# ----- misses explained ---------------------------------------------------------------------
+def test_a_miss_names_what_differs_from_the_closest_stored_program(store, caplog):
+    run_model(fresh(store))
+    (store / "store_helper.py").write_text("def scale(x):\n    return x * 3.0\n")
+    again = fresh(store)
+    with caplog.at_level("INFO", logger="staticfield"):
+        run_model(again)
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "store_user.Model.apply: not loaded from the program store: the traced program differs: " in said
+    assert "(mul at " in said and "store_helper.py:2" in said, said
+    run_model(again, depth=4)
+    (event,) = again.Model.apply.recompiles
+    assert event.store == ("not loaded from the program store: a static value differs "
+                           "(Model(depth=2) → Model(depth=4))")
+    assert event.store in str(event)
+
+
+def test_a_source_miss_names_the_file_that_changed(store, caplog):
+    """trust="source": a changed file misses the zero-trace key; the trace then finds the
+    same program (a comment or an unused function changed) or says which file changed."""
+    sf.set_program_store(store / "store", trust="source")
+    run_model(fresh(store))
+    (store / "store_other.py").write_text("def unused():\n    return 2\n")  # loaded, never ran
+    again = fresh(store)
+    np.testing.assert_array_equal(run_model(again), _expected(2) * 2.0)
+    assert (again.Model.apply.compile_count, again.Model.apply.load_count) == (0, 1)
+    (store / "store_helper.py").write_text("def scale(x):\n    return x * 3.0\n")
+    third = fresh(store)
+    with caplog.at_level("INFO", logger="staticfield"):
+        np.testing.assert_array_equal(run_model(third), _expected(2) * 3.0)
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert f"not loaded from the program store: {store / 'store_helper.py'} changed" in said, said

@@ -81,9 +81,11 @@ class Recompile:
     compile_number: int = 0
     location: str = ""
     note: str = ""  # why the same arguments were traced again, when no change explains it
+    store: str = ""  # with a program store set: why it had no program for this call
 
     def __str__(self) -> str:
-        return f"{self.function} recompiled (compile #{self.compile_number}){self.reasons()}"
+        store = f"\n  ({self.store})" if self.store else ""
+        return f"{self.function} recompiled (compile #{self.compile_number}){self.reasons()}{store}"
 
     def reasons(self) -> str:
         """`` because:`` and one indented line per change (or why there is none)."""

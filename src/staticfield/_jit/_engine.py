@@ -318,14 +318,14 @@ class _VariantHooks(Hooks):
     def deferred(self) -> Any:
         return self.engine.deferring(self.vkey)
 
-    def settle(self, tickets: list, loaded: bool) -> None:
+    def settle(self, tickets: list, loaded: bool, why: str = "") -> None:
         tracker = self.engine.tracker
         for i, ticket in enumerate(tickets):
             if loaded:
                 tracker.loaded(ticket)
                 continue
             try:
-                tracker.commit(ticket, budget=True)
+                tracker.commit(ticket, budget=True, store=why)
             except RecompileError:
                 for rest in tickets[i + 1:]:
                     tracker.abort(rest)

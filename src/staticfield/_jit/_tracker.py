@@ -154,9 +154,12 @@ class Tracker:
                 raise RecompileError(recompile_budget_message(self.function, number, budget, event))
             self._live_base = number - live
 
-    def commit(self, ticket: Ticket, budget: bool = False) -> None:
+    def commit(self, ticket: Ticket, budget: bool = False, store: str = "") -> None:
         """Count a trace that succeeded, log it, and warn at the thresholds; ``budget``:
-        refuse it over budget first (a trace begun with ``budget=False``)."""
+        refuse it over budget first (a trace begun with ``budget=False``); ``store``: why
+        the program store had no program for it (kept in the explanation)."""
+        if store and ticket.event is not None:
+            ticket.event = dataclasses.replace(ticket.event, store=store)
         with self._lock:
             if budget:
                 try:

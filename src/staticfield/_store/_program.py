@@ -42,7 +42,7 @@ import jax
 from .._core import _compat
 from .._core._errors import STORE_CHECK, RecompileError, StaticFieldWarning, StoreCheckError
 from .._core._keys import StaticArgKey, StaticKey
-from . import _digest, _entries, _key, _sources
+from . import _digest, _entries, _key, _misses, _sources
 
 logger = logging.getLogger("staticfield")
 
@@ -101,8 +101,9 @@ class Hooks:
         counting it."""
         raise NotImplementedError
 
-    def settle(self, tickets: list, loaded: bool) -> None:
-        """The trace's program was loaded (a load) or is compiled now (a compile, budgeted)."""
+    def settle(self, tickets: list, loaded: bool, why: str = "") -> None:
+        """The trace's program was loaded (a load) or is compiled now (a compile, budgeted;
+        ``why``: why the store had no program for it)."""
         raise NotImplementedError
 
     def loaded_untraced(self) -> None:
@@ -124,6 +125,7 @@ class StoredJit:
         self.programs: dict[Any, Any] = {}
         self._lock = threading.Lock()
         self._static: dict[str, Any] = {}  # per variant: options, statics, function identity
+        self._source_miss = ""  # trust="source": why the last lookup found no program
 
     def __call__(self, *dyn: Any, **kwargs: Any) -> Any:
         if jax.config.jax_disable_jit:  # jax.jit runs the function eagerly
@@ -179,31 +181,34 @@ class StoredJit:
             else:
                 program = self._load_by_source(directory, link, dyn, kwargs)
         if program is None:
-            program = self._trace(directory, sig, dyn, kwargs)
+            program = self._trace(directory, sig, dyn, kwargs, self._source_miss)
         with self._lock:  # threads that missed together: the first program kept wins
             return self.programs.setdefault(sig, program)
 
-    def _trace(self, directory: str, sig: Any, dyn: tuple, kwargs: dict) -> Any:
+    def _trace(self, directory: str, sig: Any, dyn: tuple, kwargs: dict, why: str = "") -> Any:
         with self._hooks.deferred() as tickets:
             traced = self.jitted.trace(*dyn, **kwargs)
         try:
             record = _digest.digest(traced.jaxpr)
             key = self._trace_key(record.hexdigest, sig)
         except _digest.Undigestible as exc:
-            key, why = None, str(exc)
+            key, unkeyed = None, str(exc)
         else:
-            why = "a jax.jit option or JAX setting that cannot be written by value"
+            unkeyed = "a jax.jit option or JAX setting that cannot be written by value"
         if key is None:
             self._hooks.settle(tickets, loaded=False)
-            self._cannot_serve(why)
+            self._cannot_serve(unkeyed)
             return traced.lower().compile()
         path = _entries.entry_path(directory, _entries.key_digest(key))
         program = self._load(path, key, traced.in_tree, traced.out_tree)
         if program is not None:
             self._hooks.settle(tickets, loaded=True)
             return program
+        why = why or self._why(directory, key, traced)
+        if why:
+            logger.info("staticfield: %s: %s", _name(self.fn), why)
         try:
-            self._hooks.settle(tickets, loaded=False)  # over max_compiles: refused before compiling
+            self._hooks.settle(tickets, loaded=False, why=why)  # over max_compiles: refused before compiling
         except RecompileError:
             self.jitted.clear_cache()  # JAX's trace of it too: the next call begins again
             raise
@@ -239,6 +244,15 @@ class StoredJit:
                 "options": options, "context": context, "tree": _key.tree_digest(tree),
                 "avals": [_key.describe_leaf(leaf) for leaf in leaves], "environment": _key.environment()}
 
+    def _why(self, directory: str, key: dict[str, Any], traced: Any) -> str:
+        """Why no stored program served this call (see ``_misses``); never raises."""
+        try:
+            now = _digest.digest(traced.jaxpr, lines=True)
+            return _misses.why(directory, _name(self.fn), _display_statics(self.vkey), key, now)
+        except Exception as exc:  # an explanation must never break the call
+            logger.debug("staticfield could not explain a program store miss: %s", exc)
+            return ""
+
     # ----- reading ------------------------------------------------------------------------
     def _load(self, path: str, key: dict[str, Any], in_tree: Any, out_tree: Any) -> Any:
         start = time.perf_counter()
@@ -263,11 +277,16 @@ class StoredJit:
 
     def _load_by_source(self, directory: str, link: dict[str, Any], dyn: tuple, kwargs: dict) -> Any:
         start = time.perf_counter()
+        self._source_miss = ""
         path = _entries.entry_path(directory, _entries.key_digest(link), _entries.LINK)
         try:
             with _entries.open_entry(path) as f:
                 header = _entries.read_header(f)
-            if header.get("link") != link or not _sources.unchanged(header.get("sources", {})):
+            if header.get("link") != link:
+                return None
+            if not _sources.unchanged(header.get("sources", {})):
+                self._source_miss = "not loaded from the program store: " + _misses.source_change(
+                    header.get("sources", {}))
                 return None
             entry = _entries.entry_path(directory, str(header["entry"]))
             with _entries.open_entry(entry) as f:
@@ -297,7 +316,7 @@ class StoredJit:
         now = _digest.digest(traced.jaxpr, lines=True)
         if now.hexdigest == header.get("key", {}).get("jaxpr"):
             return True
-        raise StoreCheckError(STORE_CHECK.format(function=_name(self.fn), what=_difference(header, now)))
+        raise StoreCheckError(STORE_CHECK.format(function=_name(self.fn), what=_misses.first_difference(header, now)))
 
     # ----- writing ------------------------------------------------------------------------
     def _write(self, directory: str, path: str, key: dict, compiled: Any, traced: Any, sig: Any) -> None:
@@ -348,23 +367,6 @@ class StoredJit:
 
 def _checking() -> bool:
     return os.environ.get(CHECK_ENV, "").strip() not in ("", "0")
-
-
-def _difference(header: dict[str, Any], now: _digest.Digest) -> str:
-    """The first equation or constant where the stored program and the trace differ."""
-    stored = [tuple(e) for e in header.get("equations", [])]
-    for i, (then, current) in enumerate(zip(stored, now.equations)):
-        if then[0] != current[0]:
-            return (f"equation {i + 1} ({current[1]} at {current[2]}) differs from the stored one "
-                    f"({then[1]} at {then[2]})")
-    if len(stored) != len(now.equations):
-        i = min(len(stored), len(now.equations))
-        where = now.equations[i] if i < len(now.equations) else stored[i]
-        return f"the trace has {len(now.equations)} equations, the stored program {len(stored)} (from {where[1]} at {where[2]})"
-    for i, (then, current) in enumerate(zip(header.get("consts", []), now.consts)):
-        if then != current:
-            return f"constant {i + 1} (a value the function closes over or reads) has other values"
-    return "a constant, a sub-program or an output differs"
 
 
 def _name(fn: Callable) -> str:
