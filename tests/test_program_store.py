@@ -690,3 +690,13 @@ def test_a_source_miss_names_the_file_that_changed(store, caplog):
         np.testing.assert_array_equal(run_model(third), _expected(2) * 3.0)
     said = " ".join(r.getMessage() for r in caplog.records)
     assert f"not loaded from the program store: {store / 'store_helper.py'} changed" in said, said
+
+
+def test_watch_reports_why_the_store_had_no_program(store):
+    run_model(fresh(store))
+    (store / "store_helper.py").write_text("def scale(x):\n    return x * 3.0\n")
+    again = fresh(store)
+    with sf.watch() as w:
+        run_model(again)
+    report = " ".join(w.report().split())
+    assert "#1 at " in report and "(not loaded from the program store: the traced program differs: equation" in report

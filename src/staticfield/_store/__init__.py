@@ -22,6 +22,7 @@ from .._core import _compat
 from .._core._errors import StaticFieldWarning
 from ._entries import check_directory
 from ._program import LOAD_LISTENERS as LOAD_LISTENERS
+from ._program import MISS_LISTENERS as MISS_LISTENERS
 from ._program import Hooks as Hooks
 from ._program import StoredJit as StoredJit
 

@@ -47,6 +47,7 @@ from . import _digest, _entries, _key, _misses, _sources
 logger = logging.getLogger("staticfield")
 
 LOAD_LISTENERS: list[Callable[[Callable, float, bool], None]] = []  # sf.watch: (function, seconds, traced)
+MISS_LISTENERS: list[Callable[[Callable, str], None]] = []  # sf.watch: (function, why no program loaded)
 CHECK_ENV = "STATICFIELD_CHECK_STORE"
 _warned: set[tuple[str, str]] = set()
 _warned_lock = threading.Lock()
@@ -207,6 +208,8 @@ class StoredJit:
         why = why or self._why(directory, key, traced)
         if why:
             logger.info("staticfield: %s: %s", _name(self.fn), why)
+            for listener in list(MISS_LISTENERS):
+                listener(self.fn, why)
         try:
             self._hooks.settle(tickets, loaded=False, why=why)  # over max_compiles: refused before compiling
         except RecompileError:

@@ -23,7 +23,7 @@ import jax
 
 from .._core import _compat
 from .._core._errors import Retrace
-from .._store import LOAD_LISTENERS
+from .._store import LOAD_LISTENERS, MISS_LISTENERS
 
 _ACTIVE: list[Any] = []  # the running watchers
 _ORIGINAL: dict[str, Any] = {}
@@ -35,6 +35,7 @@ def activate(w: Any) -> bool:
         if not _ACTIVE:
             jax.monitoring.register_event_duration_secs_listener(_on_duration)
             LOAD_LISTENERS.append(_on_load)
+            MISS_LISTENERS.append(_on_miss)
             _install_trace_hook()
         _ACTIVE.append(w)
     return "trace" in _ORIGINAL
@@ -51,6 +52,7 @@ def deactivate(w: Any) -> None:
         except Exception:  # an older JAX without unregister: the listener stays, idle
             pass
         LOAD_LISTENERS.remove(_on_load)
+        MISS_LISTENERS.remove(_on_miss)
         _remove_trace_hook()
 
 
@@ -69,6 +71,12 @@ def _on_duration(event: str, duration_secs: float, **kwargs: str | int) -> None:
     for w in list(_ACTIVE):
         _guarded(w, "its jax.monitoring listener", w._duration, event, duration_secs,
                  str(kwargs.get("fun_name", "")))
+
+
+def _on_miss(fn: Callable, why: str) -> None:
+    """The program store had no program for the trace in progress, and said why."""
+    for w in list(_ACTIVE):
+        _guarded(w, "its program store listener", w._store_missed, why)
 
 
 def _on_load(fn: Callable, seconds: float, traced: bool) -> None:

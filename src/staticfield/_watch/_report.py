@@ -91,6 +91,8 @@ def _function_lines(f: Any) -> list[str]:
                 lines += _change_lines(ch)
                 if ch.hint and all(ch.hint != later.hint for later in c.changes[i + 1 :]):
                     lines += wrap(f"fix: {ch.hint}", "        ", "      ")  # after its last
+        if c.store:
+            lines += wrap(f"({c.store})", "      ", "    ")
     return lines
 
 
@@ -151,6 +153,7 @@ def to_dict(functions: Sequence[Any], notices: Sequence[str], explained: bool) -
                         "call_site": c.call_site,
                         "via": c.via,
                         "compiled": c.compiled,
+                        "store": c.store,
                         **{t: round(getattr(c, t), 6) for t in _TIMES},
                         "changes": [
                             {"path": ch.path, "kind": ch.kind, "old": ch.old,

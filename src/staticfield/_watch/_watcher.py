@@ -58,6 +58,7 @@ class Compile:
     compile_s: float = 0.0
     via: str = ""
     compiled_later: bool = False
+    store: str = ""  # with a program store set: why it had no program for this compile
 
     @property
     def compiled(self) -> bool:
@@ -209,6 +210,12 @@ class watch:
             if entry is None:
                 entry = self._by_key[key] = WatchedFunction(name, location, eager=eager)
             entry.loads += 1
+
+    def _store_missed(self, why: str) -> None:
+        """The program store said why it had no program for this thread's trace."""
+        current = getattr(self._local, "current", None)
+        if current is not None:
+            current[0].store = why
 
     def _trace_raised(self, retrace: bool = False) -> None:
         """The user's function raised while tracing: nothing compiled, so forget the trace
