@@ -182,11 +182,15 @@ class StoredJit:
             else:
                 program = self._load_by_source(directory, link, dyn, kwargs)
         if program is None:
-            program = self._trace(directory, sig, dyn, kwargs, self._source_miss)
+            program = self._trace(directory, sig, dyn, kwargs, self._source_miss, relink=trust == "source")
         with self._lock:  # threads that missed together: the first program kept wins
             return self.programs.setdefault(sig, program)
 
-    def _trace(self, directory: str, sig: Any, dyn: tuple, kwargs: dict, why: str = "") -> Any:
+    def _trace(self, directory: str, sig: Any, dyn: tuple, kwargs: dict, why: str = "",
+               relink: bool = False) -> Any:
+        """Trace, then load the program by the trace's key, or compile and write it.
+        ``relink``: a program loaded here gets this function's ``trust="source"`` key too
+        (another function's identical program, or a source change that left it alone)."""
         with self._hooks.deferred() as tickets:
             traced = self.jitted.trace(*dyn, **kwargs)
         try:
@@ -204,6 +208,11 @@ class StoredJit:
         program = self._load(path, key, traced.in_tree, traced.out_tree)
         if program is not None:
             self._hooks.settle(tickets, loaded=True)
+            if relink:
+                try:
+                    self._write_link(directory, path, traced, sig)
+                except Exception as exc:  # a program that loaded still runs
+                    logger.debug("staticfield could not write a trust=\"source\" key: %s", exc)
             return program
         why = why or self._why(directory, key, traced)
         if why:
