@@ -140,14 +140,27 @@ def _digest(value: Any) -> str | None:
 
 
 def _plain(part: Any) -> Any:
-    """A variant key's part as plain values: class references and static values."""
+    """A variant key's part as plain values: class references and static values, with
+    sets and dicts in a fixed order (their pickle follows the hash seed's order)."""
     if isinstance(part, StaticKey):
-        return ("instance", part.cls, part.names, part.values)
+        return ("instance", part.cls, part.names, _plain(part.values))
     if isinstance(part, StaticArgKey):
-        return ("static", part.raw)
-    if isinstance(part, tuple):
-        return tuple(_plain(p) for p in part)
+        return ("static", _plain(part.raw))
+    if type(part) is tuple or type(part) is list:
+        return type(part)(_plain(p) for p in part)
+    if isinstance(part, (frozenset, set)):
+        return (type(part).__qualname__, sorted((_plain(p) for p in part), key=_order))
+    if type(part) is dict or type(part).__name__ == "FrozenDict":
+        items = sorted(((_plain(k), _plain(v)) for k, v in part.items()), key=_order)
+        return (type(part).__qualname__, items)
     return part
+
+
+def _order(value: Any) -> bytes:
+    try:
+        return pickle.dumps(value, protocol=4)
+    except Exception:
+        return repr(value).encode()
 
 
 def statics_digest(vkey: Any) -> str | None:
