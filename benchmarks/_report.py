@@ -155,8 +155,10 @@ def body(results: Results, targets: list[Target], machine: dict[str, Any],
     if results.select(restart.RESTART):
         out += ["", f"{h} 10. time to first result in a fresh process", "",
                 "A new process calls a model's jitted method once for each static variant: 64 "
-                "layers with 4 variants, and 256 layers with 1. µs from the first call to the last "
-                "result (imports and inputs before the clock), the median of 5 processes each.", ""]
+                "layers with 4 variants, and 256 layers with 1; and the 64-layer model in process 1 of "
+                "a two-process job, where JAX's persistent cache never hits (process 0 writes it). µs "
+                "from the first call to the last result (imports and inputs before the clock), the "
+                "median of 5 processes each.", ""]
         out += _table(results.select(restart.RESTART), restart.COLD)
     notes = [f"- {n}" for n in results.notes]
     compile_s = results.extra.get("variants_compile_s")

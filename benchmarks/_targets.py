@@ -126,7 +126,7 @@ def evaluate(results: Results) -> list[Target]:
     out.append(Target(f'deps="read": compiles over {layered.get("instances", "N")} models differing '
                       "in an unread layer static", 1.0, True, None if compiles is None else float(compiles),
                       _why((deps.READ, compiles)) or f"(deps=\"all\": {layered.get(deps.ALL)})"))
-    for model in restart.MODELS:
+    for model in (*restart.MODELS, restart.JOB):
         warm = g(restart.RESTART, model, restart.PCACHE)
         for name, goal in ((restart.STORE, 0.85), (restart.SOURCE, 0.5)):
             ours = g(restart.RESTART, model, name)

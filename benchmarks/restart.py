@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -61,9 +62,13 @@ class Model:
 
 
 def _child(mode: str, folder: str, model: str) -> None:
-    """One fresh process: the model, then the clock from the first call to the last result."""
+    """One fresh process: the model, then the clock from the first call to the last result.
+    With ``COORDINATOR`` set, one process of a two-process ``jax.distributed`` job."""
     import time
 
+    if os.environ.get("COORDINATOR"):
+        jax.distributed.initialize(os.environ["COORDINATOR"], num_processes=2,
+                                   process_id=int(os.environ["PROCESS_ID"]), initialization_timeout=30)
     if mode == "pcache":
         jax.config.update("jax_compilation_cache_dir", folder)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
@@ -85,33 +90,63 @@ def _child(mode: str, folder: str, model: str) -> None:
     print(json.dumps({"us": us, "compiles": Model.apply.compile_count, "loads": Model.apply.load_count}))
 
 
-def _fresh(mode: str, folder: str, model: str) -> dict:
+def _env() -> dict[str, str]:
     env = dict(os.environ)
-    for name in ("STATICFIELD_PROGRAM_STORE", "STATICFIELD_PROGRAM_STORE_TRUST", "JAX_COMPILATION_CACHE_DIR"):
+    for name in ("STATICFIELD_PROGRAM_STORE", "STATICFIELD_PROGRAM_STORE_TRUST", "JAX_COMPILATION_CACHE_DIR",
+                 "COORDINATOR", "PROCESS_ID"):
         env.pop(name, None)
-    done = subprocess.run([sys.executable, "-m", "benchmarks.restart", mode, folder, model], cwd=_ROOT, env=env,
+    return env
+
+
+def _fresh(mode: str, folder: str, model: str) -> dict:
+    done = subprocess.run([sys.executable, "-m", "benchmarks.restart", mode, folder, model], cwd=_ROOT, env=_env(),
                           capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"the {mode} process failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _job(mode: str, folder: str, model: str) -> dict:
+    """A two-process job on 127.0.0.1 (one CPU device each): process 1's figures, where
+    JAX's persistent cache never hits (only process 0 writes it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(_env(), COORDINATOR=f"127.0.0.1:{port}")
+    procs = [subprocess.Popen([sys.executable, "-m", "benchmarks.restart", mode, folder, model], cwd=_ROOT,
+                              env=dict(env, PROCESS_ID=str(i)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for i in range(2)]
+    try:
+        outs = [p.communicate(timeout=600) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    if any(p.returncode != 0 for p in procs):
+        raise RuntimeError(f"the {mode} job failed:\n" + "\n".join(err[-2000:] for _, err in outs))
+    return json.loads(outs[1][0].strip().splitlines()[-1])
+
+
+JOB = "64 layers, 4 variants, process 1 of 2"
+
+
 def run(cfg: Config, results: Results) -> None:
     rounds = 1 if cfg.smoke else 5
-    for model in MODELS:
+    for model, start in [*((m, _fresh) for m in MODELS), (JOB, _job)]:
         print(f"case 10: time to first result in a fresh process ({model})", flush=True)
         with tempfile.TemporaryDirectory() as tmp:
             folders = {"cold": tmp, "pcache": os.path.join(tmp, "pcache"), "trace": os.path.join(tmp, "store"),
                        "source": os.path.join(tmp, "store")}
             os.makedirs(folders["pcache"])
-            _fresh("pcache", folders["pcache"], model)  # fill the caches: not timed
-            _fresh("trace", folders["trace"], model)
+            layers = model if model in MODELS else "64 layers, 4 variants"
+            start("pcache", folders["pcache"], layers)  # fill the caches: not timed
+            start("trace", folders["trace"], layers)
             times: dict[str, list[float]] = {name: [] for name in MODES.values()}
             counts: dict[str, str] = {}
             for r in range(rounds):
                 order = list(MODES.items())
                 for mode, name in order if r % 2 == 0 else order[::-1]:
-                    got = _fresh(mode, folders[mode], model)
+                    got = start(mode, folders[mode], layers)
                     times[name].append(got["us"])
                     counts[name] = f"{got['compiles']} compile(s), {got['loads']} load(s)"
         median = {name: statistics.median(ts) for name, ts in times.items()}

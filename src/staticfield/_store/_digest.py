@@ -116,8 +116,8 @@ class _Walker:
         for eqn in jaxpr.eqns:
             text = self.equation(eqn, use, bind)
             parts.append(text)
-            if equations is not None:
-                equations.append((_short(text), eqn.primitive.name, source_line(eqn) if lines else ""))
+            if equations is not None and lines:
+                equations.append((_short(text), eqn.primitive.name, source_line(eqn)))
         parts.append("out[" + ",".join(map(use, jaxpr.outvars)) + "]")
         parts.append("fx[" + ",".join(sorted(self.value(e, 1) for e in jaxpr.effects)) + "]")
         text = _short("\n".join(parts))
