@@ -35,7 +35,7 @@ import re
 import threading
 import time
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import jax
 
@@ -70,6 +70,7 @@ def _serialize(compiled: Any) -> tuple[bytes, dict[str, Any]]:
     return payload, {"devices": devices, "custom_calls": calls}
 
 
+_trace_context = _compat.get("trace_context") or (lambda: None)  # the store is off without it
 _CUSTOM_CALL = re.compile(r'custom_call_target="([^"]+)"')
 
 
@@ -94,22 +95,19 @@ class _Unstorable(Exception):
     """A program that runs but cannot be kept (said once per function and reason)."""
 
 
-class Hooks:
+class Hooks(Protocol):
     """What the engine gives a ``StoredJit``: its counters, around one trace."""
 
     def deferred(self) -> Any:
         """A context in which the variant's trace reserves its compile (tickets) instead of
         counting it."""
-        raise NotImplementedError
 
     def settle(self, tickets: list, loaded: bool, why: str = "") -> None:
         """The trace's program was loaded (a load) or is compiled now (a compile, budgeted;
         ``why``: why the store had no program for it)."""
-        raise NotImplementedError
 
     def loaded_untraced(self) -> None:
         """A program came from the store with no trace here (``trust="source"``)."""
-        raise NotImplementedError
 
 
 class StoredJit:
@@ -126,13 +124,12 @@ class StoredJit:
         self.programs: dict[Any, Any] = {}
         self._lock = threading.Lock()
         self._static: dict[str, Any] = {}  # per variant: options, statics, function identity
-        self._source_miss = ""  # trust="source": why the last lookup found no program
 
     def __call__(self, *dyn: Any, **kwargs: Any) -> Any:
         if jax.config.jax_disable_jit:  # jax.jit runs the function eagerly
             return self.jitted(*dyn, **kwargs)
         leaves, tree = jax.tree_util.tree_flatten((dyn, kwargs))
-        sig = (tree, _key.signature(leaves), _compat.get("trace_context")())
+        sig = (tree, _key.signature(leaves), _trace_context())
         if None in sig[1]:  # inside another function's trace (JAX inlines it there), or not arrays
             return self.jitted(*dyn, **kwargs)
         program = self.programs.get(sig)
@@ -144,7 +141,7 @@ class StoredJit:
         """Load or compile (and store) the program for these arguments (as ``jax.jit``'s
         ``lower`` takes them, ``jax.ShapeDtypeStruct`` included); whether it was new."""
         leaves, tree = jax.tree_util.tree_flatten((dyn, kwargs))
-        sig = (tree, _key.signature(leaves), _compat.get("trace_context")())
+        sig = (tree, _key.signature(leaves), _trace_context())
         if None in sig[1]:
             raise TypeError(f"{_name(self.fn)}.precompile: called with traced values or values "
                             "that are not arrays; call it outside jax.jit, with arrays, Python "
@@ -172,7 +169,7 @@ class StoredJit:
         if store is None:
             return self.jitted  # the store was turned off since this variant was made
         directory, trust = store
-        program = None
+        program, why = None, ""
         if trust == "source":
             link = self._source_key(sig)
             if link is None:
@@ -180,9 +177,9 @@ class StoredJit:
                                    "trust=\"source\" cannot find its programs without tracing "
                                    "(trust=\"trace\" serves them)")
             else:
-                program = self._load_by_source(directory, link, dyn, kwargs)
+                program, why = self._load_by_source(directory, link, dyn, kwargs)
         if program is None:
-            program = self._trace(directory, sig, dyn, kwargs, self._source_miss, relink=trust == "source")
+            program = self._trace(directory, sig, dyn, kwargs, why, relink=trust == "source")
         with self._lock:  # threads that missed together: the first program kept wins
             return self.programs.setdefault(sig, program)
 
@@ -201,9 +198,8 @@ class StoredJit:
         else:
             unkeyed = "a jax.jit option or JAX setting that cannot be written by value"
         if key is None:
-            self._hooks.settle(tickets, loaded=False)
             self._cannot_serve(unkeyed)
-            return traced.lower().compile()
+            return self._compile(traced, tickets, "")
         path = _entries.entry_path(directory, _entries.key_digest(key))
         program = self._load(path, key, traced.in_tree, traced.out_tree)
         if program is not None:
@@ -219,14 +215,18 @@ class StoredJit:
             logger.info("staticfield: %s: %s", _name(self.fn), why)
             for listener in list(MISS_LISTENERS):
                 listener(self.fn, why)
+        compiled = self._compile(traced, tickets, why)
+        self._write(directory, path, key, compiled, traced, sig)
+        return compiled
+
+    def _compile(self, traced: Any, tickets: list, why: str) -> Any:
+        """Count the trace as a compile (refused over ``max_compiles``, before compiling)."""
         try:
-            self._hooks.settle(tickets, loaded=False, why=why)  # over max_compiles: refused before compiling
+            self._hooks.settle(tickets, loaded=False, why=why)
         except RecompileError:
             self.jitted.clear_cache()  # JAX's trace of it too: the next call begins again
             raise
-        compiled = traced.lower().compile()
-        self._write(directory, path, key, compiled, traced, sig)
-        return compiled
+        return traced.lower().compile()
 
     # ----- keys ---------------------------------------------------------------------------
     def _trace_key(self, jaxpr_digest: str, sig: Any) -> dict[str, Any] | None:
@@ -287,47 +287,51 @@ class StoredJit:
         for listener in list(LOAD_LISTENERS):
             listener(self.fn, seconds, traced)
 
-    def _load_by_source(self, directory: str, link: dict[str, Any], dyn: tuple, kwargs: dict) -> Any:
+    def _load_by_source(self, directory: str, link: dict[str, Any], dyn: tuple,
+                        kwargs: dict) -> tuple[Any, str]:
+        """The program found with no trace, or ``None`` and why not (a changed file)."""
         start = time.perf_counter()
-        self._source_miss = ""
         path = _entries.entry_path(directory, _entries.key_digest(link), _entries.LINK)
         try:
             with _entries.open_entry(path) as f:
                 header = _entries.read_header(f)
             if header.get("link") != link:
-                return None
+                return None, ""
             if not _sources.unchanged(header.get("sources", {})):
-                self._source_miss = "not loaded from the program store: " + _misses.source_change(
+                return None, "not loaded from the program store: " + _misses.source_change(
                     header.get("sources", {}))
-                return None
             entry = _entries.entry_path(directory, str(header["entry"]))
             with _entries.open_entry(entry) as f:
                 program_header = _entries.read_header(f)
                 payload = _entries.read_payload(f, program_header)
             in_tree, out_tree = pickle.loads(bytes.fromhex(header["trees"]))  # noqa: S301 - trusted store
-            checked = _checking() and self._check(program_header, dyn, kwargs)
+            checked = _checking() and self._check(program_header, out_tree, dyn, kwargs)
             program = _deserialize(payload, program_header, in_tree, out_tree)
         except FileNotFoundError:
-            return None
+            return None, ""
         except StoreCheckError:
             raise
         except Exception as exc:
             self._bad_entry(path, exc)
-            return None
+            return None, ""
         if not checked:  # the check's trace counted it, reads of deps="read" included
             self._hooks.loaded_untraced()
         self._heard(time.perf_counter() - start, traced=checked)
-        return program
+        return program, ""
 
-    def _check(self, header: dict[str, Any], dyn: tuple, kwargs: dict) -> bool:
+    def _check(self, header: dict[str, Any], out_tree: Any, dyn: tuple, kwargs: dict) -> bool:
         """``STATICFIELD_CHECK_STORE=1``: trace anyway; a program other than the stored one
         raises ``StoreCheckError`` naming the first differing equation or constant."""
         with self._hooks.deferred() as tickets:
             traced = self.jitted.trace(*dyn, **kwargs)
         self._hooks.settle(tickets, loaded=True)
         now = _digest.digest(traced.jaxpr, lines=True)
-        if now.hexdigest == header.get("key", {}).get("jaxpr"):
+        if now.hexdigest == header.get("key", {}).get("jaxpr") and traced.out_tree == out_tree:
             return True
+        if now.hexdigest == header.get("key", {}).get("jaxpr"):
+            raise StoreCheckError(STORE_CHECK.format(
+                function=_name(self.fn), what=f"its output's structure differs ({out_tree} stored, "
+                                              f"{traced.out_tree} now)"))
         raise StoreCheckError(STORE_CHECK.format(function=_name(self.fn), what=_misses.first_difference(header, now)))
 
     # ----- writing ------------------------------------------------------------------------
