@@ -16,9 +16,12 @@ import jax
 import jax.numpy as jnp
 import staticfield as sf
 
+TRACES = []
+
 
 @sf.jit
 def by_process(x):
+    TRACES.append("by_process")
     return x + jax.process_index()  # read while tracing: a constant of this process's program
 
 
@@ -29,6 +32,8 @@ class Model:
 
     @sf.jit_method
     def step(self, batch):
+        TRACES.append("step")
+
         def loss(w):
             return jnp.mean((batch @ w - 1.0) ** 2)
 
@@ -54,12 +59,13 @@ out["w"] = np.asarray(model.w).tolist()
 fs = (mp_user.by_process, mp_user.Model.step)
 out["compiles"] = sum(f.compile_count for f in fs)
 out["loads"] = sum(f.load_count for f in fs)
+out["traces"] = len(mp_user.TRACES)
 print(json.dumps(out))
 '''
 
 
 def _results(runs):
-    return [{k: v for k, v in r.items() if k not in ("compiles", "loads")} for r in runs]
+    return [{k: v for k, v in r.items() if k not in ("compiles", "loads", "traces")} for r in runs]
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="jax.distributed on CPU is tested on Linux")
@@ -81,3 +87,6 @@ def test_two_processes_share_a_store_and_each_gets_its_own_programs(tmp_path):
     source = run(SCRIPT, dict(store, STATICFIELD_PROGRAM_STORE_TRUST="source"))
     assert _results(source) == _results(plain)
     assert [(r["compiles"], r["loads"]) for r in source] == [(r["compiles"], r["loads"]) for r in second]
+    unchecked = run(SCRIPT, dict(store, STATICFIELD_PROGRAM_STORE_TRUST="source", STATICFIELD_CHECK_STORE="0"))
+    assert _results(unchecked) == _results(plain)
+    assert [r["traces"] for r in unchecked] == [0, 0]  # every signature of the first run, none traced
