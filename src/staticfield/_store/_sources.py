@@ -125,12 +125,18 @@ def file_hash(path: str) -> str | None:
     return digest
 
 
+_SETTLED: dict[str, tuple[str, str, str]] = {}  # filename -> its distribution or the stdlib
+
+
 def describe(filenames: set[str]) -> dict[str, Any] | None:
-    """The entry's record of the code a trace ran: ``{"files": {path: sha256},
-    "sources": {name: sha256}, "dists": {name: version}}``; ``None`` if unstorable."""
+    """The entry's record of the user's code loaded now: ``{"files": {path: sha256},
+    "sources": {name: sha256}, "dists": {name: version}}``; ``None`` if unstorable.
+    A file of a distribution or of the standard library is classified once per process."""
     record: dict[str, dict[str, str]] = {"files": {}, "sources": {}, "dists": {}}
     for filename in filenames:
-        found = _classify(filename)
+        found = _SETTLED.get(filename) or _classify(filename)
+        if found is not None and found[0] in ("dist", "stdlib"):
+            _SETTLED[filename] = found
         if found is None:
             return None
         kind, name, value = found
