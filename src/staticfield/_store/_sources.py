@@ -63,7 +63,35 @@ def _library_roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 @functools.lru_cache(maxsize=None)
 def _distributions() -> dict[str, list[str]]:
-    return importlib.metadata.packages_distributions()
+    """Top-level name -> the installed distributions that provide it, read from each
+    ``*.dist-info``'s ``top_level.txt`` or the first parts of its ``RECORD`` (as
+    ``importlib.metadata.packages_distributions`` does, without a path object per file)."""
+    owners: dict[str, list[str]] = {}
+    for root in _library_roots()[0]:
+        try:
+            names = os.listdir(root)
+        except OSError:
+            continue
+        for entry in names:
+            if not entry.endswith(".dist-info"):
+                continue
+            dist = entry[: -len(".dist-info")].rsplit("-", 1)[0]
+            tops: set[str] = set()
+            for listing in ("top_level.txt", "RECORD"):
+                try:
+                    with open(os.path.join(root, entry, listing), encoding="utf-8") as f:
+                        lines = f.read().splitlines()
+                except OSError:
+                    continue
+                if listing == "top_level.txt":
+                    tops = {line.strip() for line in lines if line.strip()}
+                else:
+                    tops = {line.split(",", 1)[0].split("/", 1)[0] for line in lines if line}
+                    tops = {t[:-3] if t.endswith(".py") else t for t in tops if not t.endswith(".dist-info")}
+                break
+            for top in tops:
+                owners.setdefault(top, []).append(dist)
+    return owners
 
 
 @functools.lru_cache(maxsize=None)
