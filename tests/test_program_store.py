@@ -213,6 +213,15 @@ def test_another_device_kind_or_count_compiles_again(store, monkeypatch):
     assert (apply.compile_count, apply.load_count) == (1, 0)
 
 
+def test_another_machines_cpu_compiles_again(store, monkeypatch, caplog):
+    from staticfield._store import _key
+
+    with caplog.at_level("INFO", logger="staticfield"):
+        apply, _ = _stored_then_fresh(store, lambda: monkeypatch.setattr(_key, "_host", lambda: "aarch64 other"))
+    assert (apply.compile_count, apply.load_count) == (1, 0)
+    assert "the machine (architecture or CPU features) changed" in caplog.text
+
+
 def test_another_xla_flags_compiles_again(store, monkeypatch):
     apply, _ = _stored_then_fresh(
         store, lambda: monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=false"))

@@ -60,6 +60,7 @@ def environment() -> dict[str, Any]:
         "versions": _versions(),
         "backend": jax.default_backend(),
         "platform_version": str(getattr(backend, "platform_version", "")),
+        "host": _host(),
         "devices": [f"{getattr(d, 'device_kind', type(d).__name__)} id={d.id} process={d.process_index}"
                     for d in devices],
         "process_index": jax.process_index(),
@@ -93,6 +94,21 @@ def options(jit_kwargs: dict[str, Any]) -> str | None:
         return _Walker().value(dict(jit_kwargs), 1)
     except Undigestible:
         return None
+
+
+@functools.lru_cache(maxsize=1)
+def _host() -> str:
+    """The machine's architecture and CPU features: XLA compiles CPU programs for the
+    host's instruction set, so a store shared by machines keeps them apart."""
+    import platform
+
+    features = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            features = next((line for line in f if line.startswith(("flags", "Features"))), "")
+    except OSError:
+        features = platform.processor()
+    return f"{platform.machine()} {hashlib.sha256(features.encode()).hexdigest()[:16]}"
 
 
 def _config_values() -> dict[str, Any]:

@@ -47,6 +47,7 @@ def _difference(header: dict[str, Any], statics: str, key: dict[str, Any], now: 
     if env_then.get("xla_flags") != env_now.get("xla_flags"):
         return f"XLA_FLAGS changed ({env_then.get('xla_flags')!r} → {env_now.get('xla_flags')!r})"
     for part, words in (("backend", "the backend"), ("platform_version", "the backend's version"),
+                        ("host", "the machine (architecture or CPU features)"),
                         ("devices", "the devices"), ("process_index", "the process index"),
                         ("process_count", "the number of processes")):
         if env_then.get(part) != env_now.get(part):
