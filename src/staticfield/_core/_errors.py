@@ -96,6 +96,18 @@ STATIC_SHARDING = (
     "`sharding=...`, or make `{field}` a dynamic field."
 )
 
+BAD_LEAVES = (
+    "{cls}.{field}: leaves={leaves!r} is not one of 'arrays' (the default: array leaves "
+    "only) or 'any' (any pytree leaves; the non-array ones are static under jit). Pass "
+    "one of those."
+)
+
+STATIC_LEAVES = (
+    "{cls}.{field}: a static field has no leaves (its whole value is in the jit cache "
+    "key), so leaves='any' does not apply to it. Drop `leaves=...`, or make `{field}` "
+    "a dynamic field."
+)
+
 FROZEN_ASSIGN = (
     "{cls}.{field}: cannot assign to a field of a frozen staticfield dataclass "
     "(instances are pytrees and may be shared by compiled programs). Make a changed "
