@@ -103,6 +103,32 @@ def test_bound_methods_of_equal_instances_are_equal():
     assert a.apply != c.apply
 
 
+@pytest.mark.parametrize("static_arg", [False, True], ids=["plain", "static_argnames"])
+def test_weak_method_of_a_bound_method(static_arg):
+    """weakref.WeakMethod(obj.method) works as for a plain bound method: it gives the method
+    while obj lives (its __self__ is obj), and None once obj is gone."""
+    import gc
+    import weakref
+
+    @sf.dataclass
+    class Model:
+        w: jax.Array
+
+        @sf.jit_method(static_argnames=("k",) if static_arg else ())
+        def apply(self, x, k=1):
+            return self.w * x * k
+
+    m = Model(jnp.ones(2))
+    assert m.apply.__self__ is m
+    ref = weakref.WeakMethod(m.apply)
+    again = ref()
+    assert again == m.apply
+    np.testing.assert_allclose(again(2.0), np.full(2, 2.0))
+    del again, m
+    gc.collect()
+    assert ref() is None
+
+
 def test_method_metadata_is_the_user_function():
     """Cls.method and obj.method carry the user's name, qualname, module, doc and signature."""
     Model = _model_class()
