@@ -96,6 +96,17 @@ STATIC_SHARDING = (
     "`sharding=...`, or make `{field}` a dynamic field."
 )
 
+ABSTRACT_UNDEFINED = (
+    "{cls}: cannot construct an abstract class: it leaves the {what} undefined. Define "
+    "{how} in a subclass, and construct that subclass."
+)
+
+ABSTRACT_WITH_VALUE = (
+    "{cls}.{field}: an AbstractVar/AbstractClassVar declares a variable that subclasses "
+    "define, so it takes no value where it is declared. Drop the value, or declare "
+    "`{field}` as a field (`{field}: T = value`) or a ClassVar."
+)
+
 BAD_LEAVES = (
     "{cls}.{field}: leaves={leaves!r} is not one of 'arrays' (the default: array leaves "
     "only) or 'any' (any pytree leaves; the non-array ones are static under jit). Pass "

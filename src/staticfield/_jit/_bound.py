@@ -53,6 +53,8 @@ class JitMethod:
         self.__module__ = getattr(fn, "__module__", None)  # type: ignore[assignment]
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
+        if getattr(fn, "__isabstractmethod__", False):  # @sf.jit_method over @abc.abstractmethod
+            self.__isabstractmethod__ = True
         self._bound_cls = _bound_class(fn, engine)
         # obj.method.__func__, as for a plain bound method (held so that it is not a descriptor)
         self._bound_cls.method = staticmethod(self)
