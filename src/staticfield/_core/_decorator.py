@@ -182,9 +182,20 @@ def _options(cls: Any, options: dict[str, Any]) -> dict[str, Any]:
             f"{who}: @sf.dataclass got unknown option(s) {', '.join(sorted(unknown))}; "
             f"it takes {', '.join(sorted(known | {'frozen'}))}."
         )
-    opts = dict(init=True, repr=True, eq=True, kw_only=False, match_args=True, check=True, strict=False)
+    opts = dict(init=True, repr=True, eq=True, kw_only=False, match_args=True, check=_inherited_check(cls),
+                strict=False)
     opts.update(options)
     return opts
+
+
+def _inherited_check(cls: Any) -> bool:
+    """``check`` is inherited: a subclass of a ``check=False`` class does not check either,
+    unless it gives its own ``check`` (other options apply to the class that gives them)."""
+    for base in getattr(cls, "__mro__", ())[1:]:
+        spec = base.__dict__.get(SPEC_ATTR)
+        if spec is not None:
+            return bool(spec.check)
+    return True
 
 
 @overload
@@ -216,7 +227,8 @@ def dataclass(cls: Any = None, /, **options: Any) -> Any:
     hashable and compared by value, and form the aux_data (the jit cache key).
 
     Options: ``init``, ``repr``, ``eq`` (default True), ``kw_only``, ``match_args``,
-    ``check`` (default True: check dynamic leaves on construction) and ``strict``
+    ``check`` (default True, or the nearest decorated base's: check dynamic leaves on
+    construction) and ``strict``
     (accepted, as equinox 0.13 accepts it, and enforces nothing more: abstract methods
     and ``sf.AbstractVar``/``sf.AbstractClassVar`` are enforced in every class).
     """

@@ -38,7 +38,8 @@ class StaticFieldWarning(UserWarning):
 
 JAX_ARRAY_IN_STATIC = (
     "{where}: a {what} cannot be a static field value (static values are part of the "
-    "jit cache key and must be hashable and concrete). Make `{field}` a dynamic field, "
+    "jit cache key and must be hashable and concrete). Make `{field}` a dynamic field "
+    "(`sf.field(leaves=\"any\")` if it also holds functions or other non-array leaves), "
     "or pass np.asarray(...) / a Python value."
 )
 
@@ -65,14 +66,22 @@ UNHASHABLE_STATIC = (
     "{where}: a static value of type {type} is unhashable, so it cannot be part of the "
     "jit cache key. Give {type} value-based __eq__ and __hash__ (for example make it an "
     "@sf.dataclass), pass a tuple/frozenset/dict of hashable values, or make `{field}` "
-    "a dynamic field."
+    "a dynamic field (`sf.field(leaves=\"any\")` if it holds arrays among other leaves)."
 )
 
-BAD_DYNAMIC_LEAF = (
+BAD_DYNAMIC_VALUE = (
     "{where}: {a_type} is not an array, so it cannot be a dynamic (traced) field value. "
     "Mark the field static: `{field}: {ann} = sf.static()` (or annotate it "
     "`sf.Static[{ann}]`), or decorate the class with @sf.dataclass(check=False) to "
     "skip this check."
+)
+
+BAD_DYNAMIC_LEAF = (
+    "{cls}.{field}: the value holds {a_type} at {where}, which is not an array, so "
+    "`{field}` cannot be a plain dynamic (traced) field. If it holds arrays as well as "
+    "other leaves, declare it `{field}: {ann} = sf.field(leaves=\"any\")`: its array "
+    "leaves are traced and the others are static under jit. If it holds no arrays, mark it "
+    "static: `{field}: {ann} = sf.static()`."
 )
 
 BAD_DYNAMIC_DTYPE = (

@@ -99,6 +99,9 @@ def field(
     (``metadata``, a ``sf.Static[T]`` annotation) says static; marks that contradict
     each other are refused when the class is decorated. ``converter`` runs on construction and in ``sf.replace``,
     never on unflatten. ``sharding`` is a ``PartitionSpec`` for ``sf.shardings``.
+    ``leaves="any"`` lets a dynamic field hold any pytree leaves: its array leaves are
+    traced, and the others (a function, a ``Jaxpr``, a sentinel) are static under jit,
+    keyed by value where hashable and by identity otherwise.
     A non-callable converter, or a sharding on a static field, is refused when the
     class is decorated (so the error can name the class and field).
     """
