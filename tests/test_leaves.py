@@ -242,3 +242,19 @@ def test_static_hint_for_arrays_among_other_leaves_offers_leaves_any():
 
     with pytest.raises(TypeError, match=r'P\.fn.*leaves="any"'):
         P(Partial(_scale, jnp.ones(2)))
+
+
+def test_a_changed_non_array_leaf_is_explained_as_static():
+    """A recompile caused by a leaves="any" field's non-array leaf names its path, kind static."""
+
+    class S(sf.Struct):
+        state: tuple = sf.field(leaves="any")
+
+        @sf.jit_method
+        def step(self, x):
+            return self.state[0] + x
+
+    S((jnp.ones(2), _SENTINEL, 1)).step(1.0)
+    S((jnp.ones(2), _SENTINEL, 2)).step(1.0)
+    (event,) = S.step.recompiles
+    assert [(c.path, c.kind, c.old, c.new) for c in event.changes] == [("self.state[2]", "static", "1", "2")]
