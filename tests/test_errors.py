@@ -132,8 +132,7 @@ def test_jax_array_in_static_field():
     """A jax.Array in a static field: names class and field, explains, suggests the fix."""
     msg = (
         "Net.act: a jax.Array cannot be a static field value (static values are part of the "
-        "jit cache key and must be hashable and concrete). Make `act` a dynamic field "
-        '(`sf.field(leaves="any")` if it also holds functions or other non-array leaves), or '
+        "jit cache key and must be hashable and concrete). Make `act` a dynamic field, or "
         "pass np.asarray(...) / a Python value."
     )
     with pytest.raises(TypeError, match=re.escape(msg)):

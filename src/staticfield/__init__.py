@@ -15,6 +15,7 @@ from ._core._field import Static as Static
 from ._core._field import field as field
 from ._core._field import is_static as is_static
 from ._core._field import static as static
+from ._core._freeze import identity_hashed as identity_hashed
 from ._core._frozendict import FrozenDict as FrozenDict
 from ._core._instance import replace as replace
 from ._core._spec import dynamic_fields as dynamic_fields
@@ -56,6 +57,7 @@ __all__ = [
     "field",
     "fields",
     "from_state_dict",
+    "identity_hashed",
     "is_static",
     "jit",
     "jit_method",

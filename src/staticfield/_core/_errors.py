@@ -38,8 +38,7 @@ class StaticFieldWarning(UserWarning):
 
 JAX_ARRAY_IN_STATIC = (
     "{where}: a {what} cannot be a static field value (static values are part of the "
-    "jit cache key and must be hashable and concrete). Make `{field}` a dynamic field "
-    "(`sf.field(leaves=\"any\")` if it also holds functions or other non-array leaves), "
+    "jit cache key and must be hashable and concrete). Make `{field}` a dynamic field{mixed}, "
     "or pass np.asarray(...) / a Python value."
 )
 
@@ -62,11 +61,15 @@ RECURSIVE_STATIC = (
     "a cache key. Pass a value without cycles in `{field}`, or make it a dynamic field."
 )
 
+# Added to the static-side hints when the offending value sits inside the field's value:
+# the field may hold arrays among other leaves, which a plain dynamic field refuses.
+MIXED_HINT = ' (`sf.field(leaves="any")` if it also holds functions or other non-array leaves)'
+
 UNHASHABLE_STATIC = (
     "{where}: a static value of type {type} is unhashable, so it cannot be part of the "
     "jit cache key. Give {type} value-based __eq__ and __hash__ (for example make it an "
     "@sf.dataclass), pass a tuple/frozenset/dict of hashable values, or make `{field}` "
-    "a dynamic field (`sf.field(leaves=\"any\")` if it holds arrays among other leaves)."
+    "a dynamic field{mixed}."
 )
 
 BAD_DYNAMIC_VALUE = (
