@@ -158,6 +158,9 @@ def jit(fn: Callable | None = None, /, *, max_compiles: int | None = None, warn_
     ``compile_count``, ``cache_size()``, ``recompiles`` and ``clear_cache()``. Like
     ``jax.jit``, whose cache belongs to the function, calling ``sf.jit`` again with
     the same function and options gives the same compiled programs and counters.
+    ``sf.jit(obj.method)`` of a plain method of an ``sf`` instance, and ``sf.jit(obj)``
+    of an instance with ``__call__``, pass ``obj`` as a pytree argument: a new instance
+    with new values reuses the program.
     """
     if "deps" in jit_kwargs:
         raise TypeError(_JIT_DEPS.format(name=qualname(fn) if fn is not None else "sf.jit"))
@@ -165,6 +168,10 @@ def jit(fn: Callable | None = None, /, *, max_compiles: int | None = None, warn_
         return functools.partial(jit, max_compiles=max_compiles, warn_compiles=warn_compiles, **jit_kwargs)
     if warn_compiles is UNSET:
         warn_compiles = default_warn_compiles()
+    if type(fn) in SPECS and isinstance(getattr(type(fn), "__call__", None), types.FunctionType):
+        # sf.jit(model) of an instance with __call__ (eqx.filter_jit(model)) is
+        # sf.jit(model.__call__): the instance is a pytree argument, not baked in
+        fn = types.MethodType(type(fn).__call__, fn)
     if _is_plain_method_of_instance(fn) and "in_shardings" not in jit_kwargs:
         shared = jit(fn.__func__, max_compiles=max_compiles, warn_compiles=warn_compiles,  # type: ignore[union-attr]
                      **_shift_argnums(jit_kwargs))
