@@ -23,6 +23,7 @@ import jax
 import numpy as np
 
 from ._keys import keyable
+from ._spec import is_instance
 
 ARRAY_LEAVES = (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct)
 
@@ -91,11 +92,12 @@ class AnyLeaves:
 
 
 def wrap(value: Any) -> AnyLeaves:
-    """The node for a field value (a node already is one)."""
+    """The node for a value (a node already is one). A nested ``sf`` instance is a child as
+    a whole: it keeps its own static/dynamic split."""
     if value.__class__ is AnyLeaves:
         return value
-    leaves, treedef = jax.tree_util.tree_flatten(value)
-    mask = tuple(isinstance(leaf, ARRAY_LEAVES) for leaf in leaves)
+    leaves, treedef = jax.tree_util.tree_flatten(value, is_leaf=is_instance)
+    mask = tuple(isinstance(leaf, ARRAY_LEAVES) or is_instance(leaf) for leaf in leaves)
     dynamic = [leaf for leaf, m in zip(leaves, mask) if m]
     statics = tuple(leaf for leaf, m in zip(leaves, mask) if not m)
     return AnyLeaves(value, dynamic, Split(treedef, mask, statics))
@@ -116,7 +118,7 @@ def _path_key(path: tuple) -> Any:
 
 
 def _flatten_with_keys(node: AnyLeaves) -> tuple[list, Split]:
-    paths = [path for path, _ in jax.tree_util.tree_flatten_with_path(node.value)[0]]
+    paths = [path for path, _ in jax.tree_util.tree_flatten_with_path(node.value, is_leaf=is_instance)[0]]
     if len(paths) != len(node.split.mask):  # a value JAX cannot walk the same way again
         return [(jax.tree_util.FlattenedIndexKey(i), c) for i, c in enumerate(node.dynamic)], node.split
     keys = [_path_key(path) for path, m in zip(paths, node.split.mask) if m]

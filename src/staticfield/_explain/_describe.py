@@ -13,7 +13,7 @@ from typing import Any
 
 import jax
 
-from .._core._anyleaves import ARRAY_LEAVES
+from .._core._anyleaves import ARRAY_LEAVES, AnyLeaves
 from .._core._spec import SPEC_ATTR, Spec
 
 PASSING = "(passed by keyword)"  # the entry naming the arguments passed by keyword
@@ -38,9 +38,13 @@ def _leaf_entry(leaf: Any) -> tuple:
     return ("leaf", tuple(aval.shape), aval.dtype, bool(getattr(aval, "weak_type", False)), sharding)
 
 
-def _walk(value: Any, path: str, out: dict[str, tuple], any_leaves: bool = False) -> None:
+def _walk(value: Any, path: str, out: dict[str, tuple], any_leaves: bool = False, kind: str = "static") -> None:
     """Describe ``value`` at ``path`` into ``out``; with ``any_leaves`` (a ``leaves="any"``
-    field) a leaf that is not an array is a static value there."""
+    field, or an argument of ``static="auto"``: ``kind`` "static_arg") a leaf that is not
+    an array is a static value there."""
+    if value.__class__ is AnyLeaves:  # a static="auto" argument
+        _walk(value.value, path, out, any_leaves=True, kind="static_arg")
+        return
     if _is_instance(value):
         spec: Spec = type(value).__dict__[SPEC_ATTR]
         out[path] = ("class", type(value))
@@ -58,7 +62,7 @@ def _walk(value: Any, path: str, out: dict[str, tuple], any_leaves: bool = False
         if _is_instance(leaf):
             _walk(leaf, sub, out)
         elif any_leaves and not isinstance(leaf, ARRAY_LEAVES):
-            out[sub] = ("static", leaf)
+            out[sub] = (kind, leaf)
         else:
             out[sub] = _leaf_entry(leaf)
 
