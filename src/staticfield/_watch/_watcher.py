@@ -24,7 +24,7 @@ from .._core import _compat
 from .._explain._diff import Change
 from ._hooks import activate, deactivate
 from ._report import render, to_dict
-from ._site import call_site, eager, identify, squash, unwrap_library, via
+from ._site import call_site, eager, identify, is_eqx_eval_shape, squash, unwrap_library, via
 
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -178,10 +178,14 @@ class watch:
             description = _describe.describe(
                 user_fun, args, kwargs, static_argnums, static_argnames, static_leaf,
             )
+            # eqx.filter_eval_shape traces the user's function inside a partial of its own,
+            # made anew each time: not another function object of the user's
+            stand_in = is_eqx_eval_shape(fun)
             if entry.compiles:
                 # staticfield makes one function per static variant: not the user's doing
-                own = not entry.note and user_call is None and _seen(entry, fun)
-                earlier = [d if not own or o == id(fun) else None
+                seen = stand_in or _seen(entry, fun) or all(o is None for o in entry._owners)
+                own = not entry.note and user_call is None and seen
+                earlier = [d if not own or o is None or o == id(fun) else None
                            for d, o in zip(entry._descriptions, entry._owners)]
                 changes = _diff.closest(earlier, description)[1]
                 explain = getattr(fun, "__sf_explain__", None)  # deps="read": by what was read
@@ -189,15 +193,18 @@ class watch:
                     changes = explain(changes)
                 if not entry.note and user_call is None and not own:
                     changes.insert(0, _diff.new_function(fun))
-            _remember(entry, fun)
+            if not stand_in:
+                _remember(entry, fun)
         record = Compile(len(entry.compiles) + 1, call_site(), changes, via=via())
         entry.compiles.append(record)
         entry._descriptions.append(description)
-        entry._owners.append(id(fun))
+        entry._owners.append(None if not eager and stand_in else id(fun))
         entry._placements.append(None)
         if not eager:
             self._by_source[str(getattr(dbg, "func_src_info", ""))] = entry
-        self._local.current = (record, squash(getattr(fun, "__name__", "")), entry)
+        names = (getattr(fun, "__name__", ""), getattr(getattr(fun, "func", None), "__name__", ""),
+                 getattr(user_fun, "__name__", ""))
+        self._local.current = (record, tuple({squash(n) for n in names if isinstance(n, str)} - {""}), entry)
 
     def _loaded(self, fun: Callable, seconds: float) -> None:
         """A program of ``fun`` came from the program store: a load, not a compile."""
@@ -252,7 +259,7 @@ class watch:
         record = Compile(len(entry.compiles) + 1, call_site(), changes)
         entry.compiles.append(record)
         entry._placements.append(placements)
-        return (record, squash(dbg.func_name), entry)
+        return (record, tuple({squash(dbg.func_name)} - {""}), entry)
 
     def _duration(self, event: str, seconds: float, fun_name: str) -> None:
         try:
@@ -262,7 +269,7 @@ class watch:
             current = getattr(self._local, "current", None)
             if current is None and event == LOWER_EVENT:
                 current = self._local.current = self._relowered()
-            if current is not None and current[1] in squash(fun_name):
+            if current is not None and _names_match(current[1], fun_name):
                 record = current[0]
                 if event == COMPILE_EVENT:
                     record.compiled_later = True
@@ -285,6 +292,14 @@ class watch:
             last = Compile(entry.count + 1, call_site(), [])
             entry.compiles.append(last)
         return last
+
+
+def _names_match(names: tuple[str, ...], fun_name: str) -> bool:
+    """Whether a JAX event's function name (``f``, ``jit(f)``) is the traced function's. A
+    function without a name (a ``functools.partial``) matches nothing: an empty name would
+    match every event, and give another function's compile to it."""
+    event = squash(fun_name)
+    return any(name in event for name in names)
 
 
 # -- which function objects a watched function has seen ----------------------------
