@@ -179,6 +179,23 @@ def test_jit_of_a_callable_instance_is_jit_of_its_call():
     assert list(inspect.signature(f).parameters) == ["x"]
 
 
+def test_jit_of_an_instance_whose_call_is_a_jit_method():
+    """sf.jit(m) where __call__ is already an @sf.jit_method is m's bound method: one program
+    for new instances with new values, counted on the class attribute."""
+
+    class Mlp(sf.Struct):
+        w: jax.Array
+
+        @sf.jit_method
+        def __call__(self, x):
+            return x * self.w
+
+    for value in (1.0, 2.0):
+        assert jnp.array_equal(sf.jit(Mlp(jnp.ones_like(X) * value))(X), X * value)
+    assert Mlp.__call__.compile_count == 1
+    assert sf.jit(Mlp(jnp.ones_like(X))).compile_count == 1  # the class's counters, not a new jit's
+
+
 # ---------------------------------------------------------------- functools.wraps' attributes
 
 

@@ -22,7 +22,7 @@ from typing_extensions import Concatenate, ParamSpec
 
 from . import _auto
 from ._args import qualname, signature_parts
-from ._bound import JitMethod
+from ._bound import ClassView, JitMethod
 from ._engine import JitFunction
 from ._hitpath import public_function
 from .._core._spec import SPECS
@@ -183,6 +183,11 @@ def jit(fn: Callable | None = None, /, *, max_compiles: int | None = None, warn_
         options = dict(jit_kwargs, max_compiles=max_compiles, warn_compiles=warn_compiles, static=static)
         return _shared(fn, options, lambda: _auto.AutoJit(public_function(JitFunction(
             _auto.traced(fn), jit_kwargs, max_compiles, warn_compiles, method=False, rebuild=_unpickle)), fn))
+    if (type(fn) in SPECS and isinstance(type(fn).__dict__.get("__call__") or getattr(type(fn), "__call__", None),
+                                          (JitMethod, ClassView))
+            and not jit_kwargs and max_compiles is None):
+        # its __call__ is already an @sf.jit_method: the bound method is that jit
+        return fn.__call__
     if type(fn) in SPECS and isinstance(getattr(type(fn), "__call__", None), types.FunctionType):
         # sf.jit(model) of an instance with __call__ (eqx.filter_jit(model)) is
         # sf.jit(model.__call__): the instance is a pytree argument, not baked in
