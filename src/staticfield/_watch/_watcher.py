@@ -153,11 +153,25 @@ class watch:
     def _failed(self, where: str, error: BaseException) -> None:
         self._notice(FAILED.format(where=where, error=f"{type(error).__name__}: {error}"))
 
+    def _open(self) -> list:
+        """This thread's traces whose events may still come, innermost last: a trace can start
+        while another is in progress (a primitive's abstract-eval rule that calls
+        ``eqx.filter_eval_shape`` runs inside the trace of the function binding it), and each
+        JAX event goes to the innermost one of its own name."""
+        stack = getattr(self._local, "open", None)
+        if stack is None:
+            stack = self._local.open = []
+        return stack
+
+    def _push(self, item: tuple) -> None:
+        stack = self._open()
+        stack.append(item)
+        del stack[:-_OPEN_LIMIT]  # traces never compiled (.lower, eval_shape) are not kept forever
+
     def _traced(self, fun: Callable, ji: Any, dbg: Any, args: tuple, kwargs: dict) -> None:
         try:
             self._record(fun, ji, dbg, args, kwargs)
         except Exception as e:
-            self._local.current = None
             self._failed("its trace hook", e)
 
     def _record(self, fun: Callable, ji: Any, dbg: Any, args: tuple, kwargs: dict) -> None:
@@ -204,7 +218,7 @@ class watch:
             self._by_source[str(getattr(dbg, "func_src_info", ""))] = entry
         names = (getattr(fun, "__name__", ""), getattr(getattr(fun, "func", None), "__name__", ""),
                  getattr(user_fun, "__name__", ""))
-        self._local.current = (record, tuple({squash(n) for n in names if isinstance(n, str)} - {""}), entry)
+        self._push((record, tuple({squash(n) for n in names if isinstance(n, str)} - {""}), entry))
 
     def _loaded(self, fun: Callable, seconds: float) -> None:
         """A program of ``fun`` came from the program store: a load, not a compile."""
@@ -218,10 +232,10 @@ class watch:
     def _trace_raised(self, retrace: bool = False) -> None:
         """The user's function raised while tracing: nothing compiled, so forget the trace
         (and count it as failed, unless staticfield stopped it to trace again)."""
-        current, self._local.current = getattr(self._local, "current", None), None
-        if current is None:
+        stack = self._open()
+        if not stack:
             return
-        record, _, entry = current
+        record, _, entry = stack.pop()
         if entry.compiles and entry.compiles[-1] is record:
             entry.compiles.pop()
             entry._descriptions.pop()
@@ -233,7 +247,8 @@ class watch:
         """JAX runs a traced function afresh (its C++ cache missed): note the placements."""
         try:
             dbg = params["jaxpr"].jaxpr.debug_info
-            current = getattr(self._local, "current", None)
+            stack = self._open()
+            current = stack[-1] if stack else None
             if current is None:
                 self._local.pending = (args, dbg)  # used only if a lowering follows
             elif current[2]._placements and current[2]._placements[-1] is None:
@@ -266,14 +281,17 @@ class watch:
             field = _FIELD.get(event)
             if field is None:
                 return
-            current = getattr(self._local, "current", None)
+            stack = self._open()
+            current = next((item for item in reversed(stack) if _names_match(item[1], fun_name)), None)
             if current is None and event == LOWER_EVENT:
-                current = self._local.current = self._relowered()
-            if current is not None and _names_match(current[1], fun_name):
+                current = self._relowered()
+                if current is not None:
+                    self._push(current)
+            if current is not None:
                 record = current[0]
-                if event == COMPILE_EVENT:
+                if event == COMPILE_EVENT:  # compiled: no more events for this trace
                     record.compiled_later = True
-                    self._local.current = None
+                    stack.remove(current)
             else:
                 record = self._unexplained(fun_name, field)
             setattr(record, field, getattr(record, field) + seconds)
@@ -292,6 +310,9 @@ class watch:
             last = Compile(entry.count + 1, call_site(), [])
             entry.compiles.append(last)
         return last
+
+
+_OPEN_LIMIT = 16  # traces kept open per thread (see watch._open)
 
 
 def _names_match(names: tuple[str, ...], fun_name: str) -> bool:
