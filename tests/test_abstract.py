@@ -232,3 +232,26 @@ def test_abstract_annotations_as_objects():
     assert Concrete(jnp.ones(1), jnp.ones(1), 3).n == 3
     with pytest.raises(TypeError, match=r"Base: .*`k`"):
         Base(jnp.ones(1))
+
+
+def test_abstract_class_is_refused_on_every_call():
+    """The refusal holds however often one call site constructs an abstract class (CPython
+    3.13 specializes a warm class call and skips object.__new__'s own abstract check)."""
+
+    class Base(sf.Struct):
+        w: jax.Array
+
+        @abc.abstractmethod
+        def apply(self, x): ...
+
+    class Sub(Base):
+        pass
+
+    built = []
+    for _ in range(64):
+        for cls in (Base, Sub):
+            try:
+                built.append(cls(jnp.ones(1)))
+            except TypeError as err:
+                assert cls.__name__ in str(err) and "apply" in str(err)
+    assert built == []

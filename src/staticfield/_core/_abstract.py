@@ -5,8 +5,10 @@
 refuse the class, naming the methods. ``AbstractVar[T]`` / ``AbstractClassVar[T]``
 annotations (ours or equinox's, objects or strings) declare a variable that a subclass
 must define: they make no dataclass field (so positional arguments are those of the
-fields alone, as in equinox), and a class that leaves one undefined gets an
-``__init__`` that refuses, naming them. ``_decorator`` calls ``hide_annotations`` before
+fields alone, as in equinox). A class that leaves an abstract method or variable
+undefined gets an ``__init__`` that refuses, naming them (Python's own check in
+``object.__new__`` is skipped by CPython 3.13's specialized call of a class whose
+metaclass is ``type``, so it cannot be the only one). ``_decorator`` calls ``hide_annotations`` before
 stdlib ``dataclass`` sees the class and ``install`` after the class is built.
 """
 
@@ -151,15 +153,20 @@ def install(cls: type) -> None:
     variables, class_variables = _unresolved(cls)
     cls.__abstractvars__ = variables  # type: ignore[attr-defined] # equinox's names
     cls.__abstractclassvars__ = class_variables  # type: ignore[attr-defined]
-    if variables or class_variables:
-        cls.__init__ = _refusing_init(cls, cls.__init__, variables, class_variables)  # type: ignore[misc]
+    if methods or variables or class_variables:
+        # Python's own refusal (object.__new__) is skipped by CPython 3.13's specialized
+        # class call for a class whose metaclass is plain `type`: refuse in __init__ too.
+        cls.__init__ = _refusing_init(cls, cls.__init__, methods, variables, class_variables)  # type: ignore[misc]
 
 
-def _refusing_init(cls: type, init: Callable[..., None], variables: frozenset[str],
+def _refusing_init(cls: type, init: Callable[..., None], methods: frozenset[str], variables: frozenset[str],
                    class_variables: frozenset[str]) -> Callable[..., None]:
-    what = [f"abstract class variable `{n}` (sf.AbstractClassVar)" for n in sorted(class_variables)]
+    what = [f"abstract method `{n}`" for n in sorted(methods)]
+    what += [f"abstract class variable `{n}` (sf.AbstractClassVar)" for n in sorted(class_variables)]
     what += [f"abstract variable `{n}` (sf.AbstractVar)" for n in sorted(variables)]
     how = []
+    if methods:
+        how.append("each method")
     if class_variables:
         how.append("a class variable as `NAME: ClassVar[T] = value`")
     if variables:
