@@ -18,14 +18,30 @@ import functools
 from typing import Any, Callable
 
 from .._core._anyleaves import ARRAY_LEAVES, unwrap, wrap
+from .._core._keys import keyable
 from .._core._spec import SPECS
 from .._core._traceback import hide
 
 CHOICES = ("auto",)
 
 
+# Python atoms are most of what static="auto" sees: each value's node is made once (a node
+# is immutable), keyed type-strictly (so 0.0 and -0.0, 1 and True stay apart).
+_ATOMS = frozenset({bool, int, float, complex, str, bytes})
+_ATOM_NODES: dict[Any, Any] = {}
+
+
 def _partition(value: Any) -> Any:
-    if value is None or value.__class__ in SPECS or isinstance(value, ARRAY_LEAVES):
+    cls = value.__class__
+    if cls in _ATOMS:
+        key = keyable(value)
+        node = _ATOM_NODES.get(key)
+        if node is None:
+            if len(_ATOM_NODES) > 4096:
+                _ATOM_NODES.clear()
+            node = _ATOM_NODES[key] = wrap(value)
+        return node
+    if value is None or cls in SPECS or isinstance(value, ARRAY_LEAVES):
         return value
     return wrap(value)
 
