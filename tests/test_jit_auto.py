@@ -154,3 +154,20 @@ def test_auto_is_shared_like_sf_jit():
     sf.jit(h, static="auto")(X + 1, 2)
     assert sf.jit(h, static="auto").compile_count == 1
     assert sf.jit(h, static="auto").__name__ == "h"
+
+
+def test_equal_atoms_of_other_types_or_signs_compile_apart():
+    """True and 1, 0.0 and -0.0 are different static values (1/x tells the zeros apart)."""
+    traces = [0]
+
+    def inv(x, k):
+        traces[0] += 1
+        return x / k if isinstance(k, float) else x * k
+
+    f = sf.jit(inv, static="auto")
+    f(X, True)
+    f(X, 1)
+    assert traces[0] == 2
+    assert float(f(jnp.ones(1), 0.0)[0]) == float("inf")
+    assert float(f(jnp.ones(1), -0.0)[0]) == float("-inf")
+    assert traces[0] == 4
