@@ -258,3 +258,17 @@ def test_a_changed_non_array_leaf_is_explained_as_static():
     S((jnp.ones(2), _SENTINEL, 2)).step(1.0)
     (event,) = S.step.recompiles
     assert [(c.path, c.kind, c.old, c.new) for c in event.changes] == [("self.state[2]", "static", "1", "2")]
+
+
+def test_static_hint_for_an_unhashable_pytree_with_arrays_offers_leaves_any():
+    """An unhashable pytree holding arrays (a closure-converted function) in a static field:
+    the hint offers leaves="any", not only a plain dynamic field that would refuse it."""
+    eqx = pytest.importorskip("equinox")
+    c = jnp.ones(2)
+    conv = eqx.filter_closure_convert(lambda x: x * c, jnp.ones(2))
+
+    class P(sf.Struct):
+        fn: object = sf.static()
+
+    with pytest.raises(TypeError, match=r'P\.fn: a static value of type .* is unhashable.*leaves="any"'):
+        P(conv)

@@ -97,8 +97,9 @@ def _freeze(value: Any, where: str, field: str) -> Any:
     try:
         hash(value)
     except Exception:
+        mixed = _errors.MIXED_HINT if _holds_arrays(value) else _mixed(where, field)
         raise TypeError(
-            _errors.UNHASHABLE_STATIC.format(where=where, type=t.__name__, field=field, mixed=_mixed(where, field))
+            _errors.UNHASHABLE_STATIC.format(where=where, type=t.__name__, field=field, mixed=mixed)
         ) from None
     return value
 
@@ -107,6 +108,14 @@ def _refuse_array(value: Any, where: str, field: str) -> None:
     what = "tracer" if isinstance(value, _compat.Tracer) else "jax.Array"
     raise TypeError(_errors.JAX_ARRAY_IN_STATIC.format(
         where=where, what=what, field=field, mixed=_mixed(where, field)))
+
+
+def _holds_arrays(value: Any) -> bool:
+    """Whether a pytree value (an eqx.Module, a closure-converted function) holds arrays."""
+    try:
+        return any(isinstance(leaf, (jax.Array, np.ndarray)) for leaf in jax.tree_util.tree_leaves(value))
+    except Exception:  # noqa: BLE001 - only a hint depends on it
+        return False
 
 
 def _mixed(where: str, field: str) -> str:
