@@ -43,8 +43,15 @@ def test_bad_dynamic_leaf(value, what, ann):
 
 
 def test_bad_dynamic_leaf_nested_path():
-    """A bad leaf inside a container is reported with its path inside the field."""
-    with pytest.raises(TypeError, match=re.escape("Net.w['layers'][1]: a str is not an array")):
+    """A bad leaf inside a container is reported with its path inside the field, and the hint
+    is about the field (its annotation, leaves="any" or static), not the leaf's type."""
+    msg = (
+        "Net.w: the value holds a str at ['layers'][1], which is not an array, so `w` cannot be "
+        "a plain dynamic (traced) field. If it holds arrays as well as other leaves, declare it "
+        '`w: jax.Array = sf.field(leaves="any")`: its array leaves are traced and the others are '
+        "static under jit. If it holds no arrays, mark it static: `w: jax.Array = sf.static()`."
+    )
+    with pytest.raises(TypeError, match=re.escape(msg)):
         Net({"layers": (jnp.ones(1), "oops")})
 
 
@@ -416,7 +423,7 @@ def test_frozen_false_message():
 
 def test_unknown_option_message():
     """An unknown option names the class and lists the accepted options."""
-    with pytest.raises(TypeError, match=r"Bad: @sf\.dataclass got unknown option\(s\) weak; it takes check, eq, frozen, init, kw_only, match_args, repr\."):
+    with pytest.raises(TypeError, match=r"Bad: @sf\.dataclass got unknown option\(s\) weak; it takes check, eq, frozen, init, kw_only, match_args, repr, strict\."):
 
         @sf.dataclass(weak=True)
         class Bad:

@@ -273,6 +273,66 @@ def test_metadata_kept_and_visible_to_dataclasses():
     assert fn.metadata["help"] == "count" and fn.metadata["static"] is True
 
 
+def test_sf_field_metadata_is_the_users_plus_the_static_key():
+    """``sf.field``/``sf.static`` add exactly one key, "static" (register_dataclass's
+    convention), whatever else they are given (converter, sharding)."""
+
+    @sf.dataclass
+    class A:
+        a: jax.Array = sf.field(metadata={"baz": 9})
+        b: jax.Array = sf.field(converter=jnp.asarray, sharding=PartitionSpec("data"), default=0.0)
+        c: int = sf.static(metadata={"help": "count"}, default=1)
+        d: int = sf.static(converter=int, default=2)
+        e: sf.Static[int] = sf.field(default=3)
+
+    assert [dict(f.metadata) for f in dataclasses.fields(A)] == [
+        {"baz": 9, "static": False},
+        {"static": False},
+        {"help": "count", "static": True},
+        {"static": True},
+        {"static": True},
+    ]
+
+
+@pytest.mark.parametrize(("metadata", "static"), [
+    ({"static": True}, True),  # jax.tree_util.register_dataclass
+    ({"pytree_node": False}, True),  # flax.struct.field(pytree_node=False), penzai
+    ({"pytree_node": True, "units": "m"}, False),
+    ({"static": True, "converter": str}, True),  # equinox's eqx.field(static=True, converter=...)
+], ids=["register_dataclass", "flax.struct", "flax.struct dynamic", "equinox"])
+def test_stdlib_field_metadata_is_kept_exactly(metadata, static):
+    """Metadata given through ``dataclasses.field`` reads back exactly as given, on the class
+    and on a subclass, for each peer's convention."""
+    given = dict(metadata)
+
+    class A(sf.Struct):
+        x: jax.Array
+        n: int = dataclasses.field(default=1, metadata=metadata)
+
+    class B(A):
+        y: jax.Array = 0.0
+
+    assert dict(dataclasses.fields(A)[1].metadata) == given
+    assert dict(dataclasses.fields(B)[1].metadata) == given
+    assert metadata == given  # the caller's dict is not changed either
+    assert sf.is_static(dataclasses.fields(A)[1]) is static
+    assert sf.static_fields(B) == (("n",) if static else ())
+
+
+def test_static_annotation_keeps_stdlib_metadata_exactly():
+    """``x: sf.Static[int] = dataclasses.field(metadata=...)`` is static, and its metadata is
+    still exactly what the user gave."""
+
+    class A(sf.Struct):
+        n: sf.Static[int] = dataclasses.field(default=1, metadata={"units": "m"})
+        k: sf.Static[int] = 2
+
+    fn, fk = dataclasses.fields(A)
+    assert dict(fn.metadata) == {"units": "m"} and dict(fk.metadata) == {}
+    assert sf.is_static(fn) and sf.is_static(fk)
+    assert sf.static_fields(A) == ("n", "k")
+
+
 def test_metadata_dict_not_mutated():
     """Passing a metadata dict does not modify the caller's dict."""
     md = {"units": "m"}
@@ -284,18 +344,18 @@ def test_metadata_dict_not_mutated():
     assert md == {"units": "m"}
 
 
-def test_sharding_stored_on_field():
-    """``sharding=PartitionSpec(...)`` is stored in the field metadata for sf.shardings."""
-    spec = PartitionSpec("data", None)
+def test_sharding_given_on_field_reaches_shardings():
+    """``sharding=PartitionSpec(...)`` on a field is what ``sf.shardings`` gives that field."""
+    spec = PartitionSpec(None)
 
     @sf.dataclass
     class A:
         w: jax.Array = sf.field(sharding=spec)
         b: jax.Array = sf.field(default=0.0)
 
-    fw, fb = sf.fields(A)
-    assert spec in fw.metadata.values()
-    assert spec not in fb.metadata.values()
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("data",))
+    got = sf.shardings(A(jnp.ones(2)), mesh)
+    assert got.w.spec == spec and got.b.spec == PartitionSpec()
 
 
 # ---------------------------------------------------------------- introspection

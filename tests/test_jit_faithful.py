@@ -13,6 +13,14 @@ import pytest
 
 import staticfield as sf
 
+# staticfield's own files (the package folder, generated code included). Matched by the
+# package's folder, never by a "/staticfield/" part: a checkout is itself often named so.
+_PACKAGE_DIR = str(Path(sf.__file__).resolve().parent) + "/"
+
+
+def _is_ours(filename: str) -> bool:
+    return str(Path(filename).resolve()).startswith(_PACKAGE_DIR) or filename.startswith("<staticfield")
+
 
 def test_typed_prng_key_recompile_is_explained():
     """A typed PRNG key among the arguments never breaks the explanation of a recompile."""
@@ -95,6 +103,32 @@ def test_bound_methods_of_equal_instances_are_equal():
     assert a.apply != c.apply
 
 
+@pytest.mark.parametrize("static_arg", [False, True], ids=["plain", "static_argnames"])
+def test_weak_method_of_a_bound_method(static_arg):
+    """weakref.WeakMethod(obj.method) works as for a plain bound method: it gives the method
+    while obj lives (its __self__ is obj), and None once obj is gone."""
+    import gc
+    import weakref
+
+    @sf.dataclass
+    class Model:
+        w: jax.Array
+
+        @sf.jit_method(static_argnames=("k",) if static_arg else ())
+        def apply(self, x, k=1):
+            return self.w * x * k
+
+    m = Model(jnp.ones(2))
+    assert m.apply.__self__ is m
+    ref = weakref.WeakMethod(m.apply)
+    again = ref()
+    assert again == m.apply
+    np.testing.assert_allclose(again(2.0), np.full(2, 2.0))
+    del again, m
+    gc.collect()
+    assert ref() is None
+
+
 def test_method_metadata_is_the_user_function():
     """Cls.method and obj.method carry the user's name, qualname, module, doc and signature."""
     Model = _model_class()
@@ -175,7 +209,7 @@ def test_tracebacks_hide_staticfield_frames():
     with pytest.raises(jax.errors.TracerIntegerConversionError) as info:
         _Net(jnp.ones(2)).apply(1.0)
     frames = traceback.extract_tb(info.value.__traceback__)
-    assert not [f for f in frames if "/staticfield/" in f.filename]
+    assert not [f for f in frames if _is_ours(f.filename)]
     assert any(f.filename == __file__ for f in frames)
 
 
@@ -210,7 +244,7 @@ def test_tracebacks_of_user_errors_hide_staticfield_frames(call):
         call()
     frames = traceback.extract_tb(info.value.__traceback__)
     ours = [f"{f.filename}:{f.lineno}" for f in frames
-            if "/staticfield/" in f.filename or f.filename.startswith("<staticfield")]
+            if _is_ours(f.filename)]
     assert not ours
     assert [f.name for f in frames if f.filename == __file__][-1] in ("plain", "with_static", "_raise_in")
 
@@ -227,7 +261,7 @@ def test_traceback_filtering_off_shows_every_frame():
     finally:
         jax.config.update("jax_traceback_filtering", before)
     frames = traceback.extract_tb(info.value.__traceback__)
-    assert [f for f in frames if "/staticfield/" in f.filename]
+    assert [f for f in frames if _is_ours(f.filename)]
 
 
 def test_explain_cache_misses_names_user_paths(caplog):

@@ -152,6 +152,50 @@ def test_jit_of_a_bound_method_shifts_argnums():
     assert jnp.array_equal(jax.jit(r.apply, static_argnums=1)(X, 3), X * 8)
 
 
+def test_jit_of_a_callable_instance_is_jit_of_its_call():
+    """sf.jit(m)(x) for an instance with __call__ (eqx.filter_jit(model)(x)) passes m as a
+    pytree: new instances with new values reuse the program, a changed static compiles."""
+    traces = [0]
+
+    class Mlp(sf.Struct):
+        w: jax.Array
+        depth: sf.Static[int] = 1
+
+        def __call__(self, x):
+            """Apply the model."""
+            traces[0] += 1
+            for _ in range(self.depth):
+                x = x * self.w
+            return x
+
+    for value in (1.0, 2.0, 3.0):
+        m = Mlp(jnp.ones(2) * value)
+        assert jnp.array_equal(sf.jit(m)(X), X * value)  # right values, never stale
+    assert traces[0] == 1
+    f = sf.jit(Mlp(jnp.ones(2) * 2, depth=2))
+    assert jnp.array_equal(f(X), X * 4)
+    assert traces[0] == f.compile_count == 2
+    assert (f.__name__, f.__doc__) == ("__call__", "Apply the model.")
+    assert list(inspect.signature(f).parameters) == ["x"]
+
+
+def test_jit_of_an_instance_whose_call_is_a_jit_method():
+    """sf.jit(m) where __call__ is already an @sf.jit_method is m's bound method: one program
+    for new instances with new values, counted on the class attribute."""
+
+    class Mlp(sf.Struct):
+        w: jax.Array
+
+        @sf.jit_method
+        def __call__(self, x):
+            return x * self.w
+
+    for value in (1.0, 2.0):
+        assert jnp.array_equal(sf.jit(Mlp(jnp.ones_like(X) * value))(X), X * value)
+    assert Mlp.__call__.compile_count == 1
+    assert sf.jit(Mlp(jnp.ones_like(X))).compile_count == 1  # the class's counters, not a new jit's
+
+
 # ---------------------------------------------------------------- functools.wraps' attributes
 
 

@@ -71,15 +71,18 @@ def test_no_module_outside_the_rooms():
 
 
 def test_pytest_plugin_imports_only_watch_and_nothing_at_import():
-    """The pytest plugin sits on top: it imports `_watch` only, and only inside functions."""
-    tree = ast.parse((PACKAGE / "pytest_plugin.py").read_text())
+    """The pytest plugin sits on top: it imports `staticfield._watch` only, and only inside
+    functions (loading it must not import the package, and so JAX)."""
+    tree = ast.parse((PACKAGE.parent / "_staticfield_pytest" / "__init__.py").read_text())
     ours = {
-        (node.module or "").split(".")[0]
+        node.module
         for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.level
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("staticfield")
     }
-    assert ours == {"_watch"}
-    top = [n for n in tree.body if isinstance(n, ast.ImportFrom) and n.level]
+    assert {m.split(".")[1] for m in ours} == {"_watch"}
+    top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
+           and any((a.name if isinstance(n, ast.Import) else n.module or "").startswith(("staticfield", "jax"))
+                   for a in n.names)]
     assert not top  # only inside the functions that need them
 
 

@@ -270,3 +270,50 @@ def test_under_xdist_each_worker_counts_its_own_tests(pytester):
     assert sorted(counts) == ["test_budget.py::test_once[4]", "test_budget.py::test_once[5]",
                               "test_budget.py::test_once[6]", "test_budget.py::test_over"]
     assert all(counts[k] == 1 for k in counts if "once" in k)
+
+
+_NO_JAX_TEST = '''
+import sys
+
+def test_nothing_heavy_was_imported(request):
+    assert request.config.pluginmanager.hasplugin("staticfield")  # the plugin is loaded
+    heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("jax", "jaxlib", "staticfield"))
+    assert heavy == []
+'''
+
+
+def test_plugin_imports_nothing_heavy_until_used(tmp_path):
+    """In a project that never imports JAX, a pytest run (its own process, plugin loaded from
+    the entry point) imports neither jax nor the staticfield package. (Other installed
+    plugins that may import JAX themselves are left out of the run.)"""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "test_plain.py").write_text(_NO_JAX_TEST)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTEST_", "STATICFIELD_")) and k != "PYTHONPATH"}
+    others = ["-p", "no:jaxtyping", "-p", "no:hypothesispytest", "-p", "no:cacheprovider"]
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", *others],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "1 passed" in result.stdout
+
+
+def test_plugin_loads_by_its_package_name_with_autoload_off(tmp_path):
+    """With plugin autoloading off, ``-p staticfield.pytest_plugin`` loads the same plugin:
+    its option works and a test over budget fails."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "test_one.py").write_text(HEADER + "\ndef test_one():\n    double(jnp.ones(2))\n")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTEST_", "STATICFIELD_")) and k != "PYTHONPATH"}
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "staticfield.pytest_plugin", "-p", "no:cacheprovider",
+         "--sf-max-compiles=0"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "compiled 1 time(s), over its budget of 0" in result.stdout

@@ -237,3 +237,43 @@ def test_from_state_dict_restores_exact_values():
     out = sf.from_state_dict(_template(), {"n": np.int64(5), "flag": False, "a": 7})
     assert (out.n, out.flag, int(out.a)) == (5, False, 7)
     assert type(out.n) is int
+
+
+def test_identity_hashed_by_intent_draws_no_warning():
+    """A tag type declared with sf.identity_hashed (as a decorator or a call, and its
+    subclasses) draws no StaticFieldWarning, and its singletons key programs by identity."""
+
+    @sf.identity_hashed
+    class Tag:
+        def __init__(self, name):
+            self.name = name
+
+    class SubTag(Tag):
+        pass
+
+    class Registered:
+        pass
+
+    assert sf.identity_hashed(Registered) is Registered
+    symmetric, diagonal, other = Tag("symmetric"), SubTag("diagonal"), Registered()
+
+    class Op(sf.Struct):
+        m: jax.Array
+        tags: sf.Static[tuple] = ()
+
+        @sf.jit_method
+        def apply(self, x):
+            return self.m @ x if symmetric in self.tags else x
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Op(jnp.eye(2), (symmetric,)).apply(jnp.ones(2))
+        Op(jnp.eye(2) * 2, (symmetric,)).apply(jnp.ones(2))
+        Op(jnp.eye(2), (diagonal, other)).apply(jnp.ones(2))
+    assert Op.apply.compile_count == 2
+
+
+def test_identity_hashed_takes_a_class():
+    """sf.identity_hashed of something that is not a class is refused, naming it."""
+    with pytest.raises(TypeError, match=r"sf.identity_hashed takes a class, got an int \(3\)"):
+        sf.identity_hashed(3)

@@ -264,3 +264,98 @@ def test_a_whole_structure_changed_starts_with_a_one_line_summary():
     assert "14 changes (13 shape, 1 static) in tree" in lines[at]
     assert "at tests/test_watch_corners.py:" in lines[at]  # the user's line, not a hit path
     assert lines[at + 1].strip().startswith("tree.")
+
+
+def _jax_compile_log(caplog) -> dict[str, int]:
+    """JAX's own count of jit compiles by function name, from jax_log_compiles."""
+    import re
+
+    counts: dict[str, int] = {}
+    for record in caplog.records:
+        found = re.match(r"Compiling (?:p?jit\()?([\w.<>]+)\)? ", record.getMessage())
+        if found:
+            counts[found.group(1)] = counts.get(found.group(1), 0) + 1
+    return counts
+
+
+def test_equinox_program_counts_equal_jax_compile_log(caplog):
+    """On an equinox program (filter_jit, filter_eval_shape of the jitted function, closure
+    conversion, filter_vmap, filter_grad inside), sf.watch counts each of the user's functions
+    exactly as often as JAX's own compile log, and lists no equinox internal as compiled."""
+    eqx = pytest.importorskip("equinox")
+
+    class Lin(eqx.Module):
+        w: jax.Array
+
+        def __call__(self, x):
+            return self.w * x
+
+    @eqx.filter_jit
+    def eqx_step(m, x):
+        shape = eqx.filter_eval_shape(m, x)
+        f = eqx.filter_closure_convert(m, x)
+        y = eqx.filter_vmap(lambda a: m(a))(jnp.stack([x, x]))
+        g = eqx.filter_grad(lambda mm: jnp.sum(mm(x)))(m)
+        return f(x) + y[0] + g.w + jnp.zeros(shape.shape)
+
+    before = jax.config.jax_log_compiles
+    jax.config.update("jax_log_compiles", True)
+    try:
+        with caplog.at_level("WARNING"), sf.watch() as w:
+            eqx.filter_eval_shape(eqx_step, Lin(jnp.ones(3)), jnp.ones(3))
+            eqx_step(Lin(jnp.ones(3)), jnp.ones(3))
+            eqx_step(Lin(jnp.ones(3) * 2), jnp.ones(3))
+            eqx_step(Lin(jnp.ones(4)), jnp.ones(4))
+    finally:
+        jax.config.update("jax_log_compiles", before)
+    logged = _jax_compile_log(caplog)
+    watched = {f.name.rsplit(".", 1)[-1]: f.count for f in w.functions if not f.eager and f.count}
+    assert logged["eqx_step"] == 2
+    assert watched == {"eqx_step": 2}, w.report()
+    (step,) = [f for f in w.functions if f.name.endswith("eqx_step")]
+    assert step.seconds("compile_s") > 0 and step.seconds("lower_s") > 0
+    # the recompile is explained by the user's arguments alone: no equinox stand-in function
+    # blamed as "a new function object", no dummy argument equinox appends
+    assert [(c.path, c.kind) for c in step.compiles[-1].changes] == [("m.w", "shape"), ("x", "shape")]
+
+
+def test_equinox_primitive_with_eval_shape_in_its_rule_counts_equal_jax_compile_log(caplog):
+    """A jitted function binding an equinox primitive whose abstract-eval rule calls
+    eqx.filter_eval_shape (as lineax's linear_solve does): the rule's trace starts while the
+    function is being traced, and must not take over its compile. Counts equal JAX's log,
+    once per function, with the times on it."""
+    eqx = pytest.importorskip("equinox")
+    eqxi = pytest.importorskip("equinox.internal")
+
+    def _impl(x):
+        return x * 2
+
+    @eqxi.filter_primitive_def
+    def _abstract(x):
+        out = eqx.filter_eval_shape(_impl, jax.ShapeDtypeStruct(x.shape, x.dtype))
+        return jax.core.ShapedArray(out.shape, out.dtype)
+
+    def _unused(*args, **kwargs):
+        raise NotImplementedError
+
+    double_p = eqxi.create_vprim("double_p", eqxi.filter_primitive_def(_impl), _abstract, _unused, _unused)
+
+    @eqx.filter_jit
+    def prim_step(x):
+        return eqxi.filter_primitive_bind(double_p, x) + 1
+
+    before = jax.config.jax_log_compiles
+    jax.config.update("jax_log_compiles", True)
+    try:
+        with caplog.at_level("WARNING"), sf.watch() as w:
+            prim_step(jnp.ones(3))
+            prim_step(jnp.ones(3) * 2)
+            prim_step(jnp.ones(4))
+    finally:
+        jax.config.update("jax_log_compiles", before)
+    assert _jax_compile_log(caplog)["prim_step"] == 2
+    watched = {f.name.rsplit(".", 1)[-1]: f.count for f in w.functions if not f.eager and f.count}
+    assert watched == {"prim_step": 2}, w.report()
+    (step,) = [f for f in w.functions if f.name.endswith("prim_step")]
+    assert step.seconds("trace_s") > 0 and step.seconds("compile_s") > 0
+    assert [(c.path, c.kind) for c in step.compiles[-1].changes] == [("x", "shape")]

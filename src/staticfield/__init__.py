@@ -5,6 +5,8 @@ key); dynamic fields are the traced children. ``sf.jit_method`` and ``sf.jit``
 compile only when something really changed, and explain every recompile.
 """
 
+from ._core._abstract import AbstractClassVar as AbstractClassVar
+from ._core._abstract import AbstractVar as AbstractVar
 from ._core._decorator import dataclass as dataclass
 from ._core._errors import DepsCheckError as DepsCheckError
 from ._core._errors import RecompileError as RecompileError
@@ -14,6 +16,7 @@ from ._core._field import Static as Static
 from ._core._field import field as field
 from ._core._field import is_static as is_static
 from ._core._field import static as static
+from ._core._freeze import identity_hashed as identity_hashed
 from ._core._frozendict import FrozenDict as FrozenDict
 from ._core._instance import replace as replace
 from ._core._spec import dynamic_fields as dynamic_fields
@@ -40,6 +43,8 @@ _install_moved(__name__)
 __version__ = "0.1.0"
 
 __all__ = [
+    "AbstractClassVar",
+    "AbstractVar",
     "Change",
     "DepsCheckError",
     "FrozenDict",
@@ -54,6 +59,7 @@ __all__ = [
     "field",
     "fields",
     "from_state_dict",
+    "identity_hashed",
     "is_static",
     "jit",
     "jit_method",

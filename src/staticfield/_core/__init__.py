@@ -5,7 +5,9 @@ what a class body's annotations and defaults become) and the per-class
 facts computed once at decoration (``_spec``); the generated ``__init__``, flatten and
 unflatten (``_codegen``, through the one code-generation helper ``_gen``); construction
 checks and freezing of static values (``_checks``, ``_freeze``, ``FrozenDict``); the
-type-strict static keys (``_keys``); per-instance state (``_state``, its one owner);
+type-strict static keys (``_keys``); abstract methods, ``AbstractVar`` and
+``AbstractClassVar`` (``_abstract``); ``leaves="any"`` fields' split of array and
+other leaves (``_anyleaves``); per-instance state (``_state``, its one owner);
 instance semantics and display (``_instance``, ``_display``); the exception classes
 (``_errors``); the hiding of staticfield's frames from tracebacks (``_traceback``); the
 class attribute of each static field (``_slots``) and ``deps="read"``'s flatten with nested

@@ -11,6 +11,7 @@ import numpy as np
 
 from . import _compat, _errors
 from ._freeze import ATOMIC, bound_method_error, freeze
+from ._spec import SPEC_ATTR, is_instance
 
 # The concrete jax.Array type; looked up without creating an array, which would start
 # the XLA backend at import (jax.distributed.initialize must come first). A JAX without
@@ -33,12 +34,16 @@ def _leaf_ok(leaf: Any) -> bool:
 
 
 def check_dynamic(cls: type, name: str, value: Any) -> None:
-    """Raise TypeError if a leaf of a dynamic field's value is not array-like."""
+    """Raise TypeError if a leaf of a dynamic field's value is not array-like. A nested
+    ``sf`` instance is not looked into: its own class checked it, under its own rules
+    (``check=False``, ``leaves="any"``)."""
+    if is_instance(value):
+        return
     leaves = jax.tree_util.tree_leaves(value)
     if all(_leaf_ok(leaf) for leaf in leaves):
         return
-    for path, leaf in jax.tree_util.tree_flatten_with_path(value)[0]:
-        if _leaf_ok(leaf):
+    for path, leaf in jax.tree_util.tree_flatten_with_path(value, is_leaf=is_instance)[0]:
+        if _leaf_ok(leaf) or is_instance(leaf):
             continue
         where = f"{cls.__qualname__}.{name}{jax.tree_util.keystr(path)}"
         error = bound_method_error(leaf, where, name) if isinstance(leaf, types.MethodType) else None
@@ -50,9 +55,28 @@ def check_dynamic(cls: type, name: str, value: Any) -> None:
             )
         is_fn = callable(leaf) and not isinstance(leaf, type)
         tname = "function" if is_fn else type(leaf).__name__
-        ann = "Callable" if is_fn else tname
+        if not path:  # the whole value: the field holds this one thing
+            ann = "Callable" if is_fn else tname
+            raise TypeError(_errors.BAD_DYNAMIC_VALUE.format(
+                where=where, a_type=_errors.article(tname), ann=ann, field=name))
         raise TypeError(_errors.BAD_DYNAMIC_LEAF.format(
-            where=where, a_type=_errors.article(tname), ann=ann, field=name))
+            cls=cls.__qualname__, where=jax.tree_util.keystr(path), a_type=_errors.article(tname),
+            ann=_annotation(cls, name, value), field=name))
+
+
+def _annotation(cls: type, name: str, value: Any) -> str:
+    """The field's annotation as written (else its value's type), for a hint about it."""
+    spec = cls.__dict__.get(SPEC_ATTR)
+    ann = spec.by_name[name].type if spec is not None and name in spec.by_name else None
+    if isinstance(ann, str):
+        return ann
+    if ann is jax.Array:
+        return "jax.Array"
+    if isinstance(getattr(ann, "__name__", None), str) and not getattr(ann, "__args__", None):
+        return ann.__name__.rpartition(".")[2]  # type: ignore[union-attr]
+    if ann is not None:
+        return str(ann).replace("typing.", "")
+    return type(value).__name__
 
 
 def store(spec: Any, obj: Any, name: str, value: Any, convert: bool) -> None:
@@ -62,6 +86,6 @@ def store(spec: Any, obj: Any, name: str, value: Any, convert: bool) -> None:
     if name in spec.static_set:
         if value.__class__ not in ATOMIC:
             value = freeze(value, f"{spec.cls.__qualname__}.{name}", name)
-    elif spec.check and value.__class__ not in LEAF_OK:
+    elif spec.check and value.__class__ not in LEAF_OK and name not in spec.any_set:
         check_dynamic(spec.cls, name, value)
     obj.__dict__[name] = value

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import jax
 
-from . import _state
+from . import _anyleaves, _state
 from ._checks import LEAF_OK, check_dynamic
 from ._freeze import ATOMIC, freeze
 from ._gen import compile_functions
@@ -83,7 +83,7 @@ def _init_lines(spec: Spec, initvars: list[dataclasses.Field], ns: dict[str, Any
         if name in spec.static_set:
             body.append(f"    if {name}.__class__ not in __sf_ATOMIC:")
             body.append(f"        {name} = __sf_freeze({name}, {cls.__qualname__ + '.' + name!r}, {name!r})")
-        elif spec.check:
+        elif spec.check and name not in spec.any_set:
             body.append(f"    if {name}.__class__ not in __sf_LEAF_OK:")
             body.append(f"        __sf_check_dynamic(__sf_cls, {name!r}, {name})")
         body.append(f"    __sf_d[{name!r}] = {name}")
@@ -94,7 +94,7 @@ def _init_lines(spec: Spec, initvars: list[dataclasses.Field], ns: dict[str, Any
         body.append(f"    __sf_d[{KEY_ATTR!r}] = __sf_KEY0")
         if all(f.init or f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
                for f in spec.fields):  # every field is a local here: fill the flatten cache now
-            reads = "".join(f"{n}, " for n in spec.dynamic_names)
+            reads = "".join(f"{_child(spec, n, n)}, " for n in spec.dynamic_names)
             body.append(f"    __sf_d[{FLAT_ATTR!r}] = ({reads}), __sf_KEY0")
     if hasattr(cls, "__post_init__"):
         body.append(f"    __sf_build(__sf_self, __sf_self.__post_init__, ({args}))")
@@ -148,9 +148,14 @@ def _make_key_lines(spec: Spec) -> list[str]:
     return lines
 
 
+def _child(spec: Spec, name: str, expr: str) -> str:
+    """What flatten gives JAX for field ``name`` whose value is ``expr``: the value, or for a
+    leaves="any" field its node (see _anyleaves)."""
+    return f"__sf_wrap({expr})" if name in spec.any_set else expr
+
+
 def _pytree_lines(spec: Spec) -> list[str]:
     dyn = spec.dynamic_names
-    keyed = "".join(f"(__sf_K_{i}, __sf_d[{n!r}]), " for i, n in enumerate(dyn))
     get_key = [
         "    __sf_d = o.__dict__",
         "    try:",
@@ -158,9 +163,15 @@ def _pytree_lines(spec: Spec) -> list[str]:
         "    except KeyError:",
         "        k = make_key(o)",
     ]
-    reads = "".join(f"__sf_d[{n!r}], " for n in dyn)
+    reads = "".join(f"{_child(spec, n, f'__sf_d[{n!r}]')}, " for n in dyn)
     lines = [*_make_key_lines(spec), ""]
-    lines += ["def flatten_with_keys(o):", *get_key, f"    return ({keyed}), k", ""]
+    if spec.any_set:  # the nodes of the flatten cache: an unflattened instance keeps its split
+        keyed = "".join(f"(__sf_K_{i}, __sf_c[{i}]), " for i in range(len(dyn)))
+        lines += ["def flatten_with_keys(o):", f"    __sf_c, k = o.__dict__.get({FLAT_ATTR!r}) or flat(o)",
+                  f"    return ({keyed}), k", ""]
+    else:
+        keyed = "".join(f"(__sf_K_{i}, __sf_d[{n!r}]), " for i, n in enumerate(dyn))
+        lines += ["def flatten_with_keys(o):", *get_key, f"    return ({keyed}), k", ""]
     lines += ["def flat(o):", *get_key, f"    f = __sf_d[{FLAT_ATTR!r}] = ({reads}), k", "    return f", ""]
     lines += [
         "def unflatten(k, children):",
@@ -172,6 +183,8 @@ def _pytree_lines(spec: Spec) -> list[str]:
     if dyn:
         targets = "".join(f"__sf_d[{n!r}], " for n in dyn)
         lines.append(f"    {targets} = children")
+    for n in sorted(spec.any_set):
+        lines.append(f"    __sf_d[{n!r}] = __sf_unwrap(__sf_d[{n!r}])")
     lines.append(f"    __sf_d[{FLAT_ATTR!r}] = (children, k)")
     lines.append("    return o")
     return lines
@@ -199,6 +212,8 @@ def generate(spec: Spec, initvars: list[dataclasses.Field], make_init: bool) -> 
         "__sf_keys": {},
         "__sf_len": len,
         "__sf_float": float,
+        "__sf_wrap": _anyleaves.wrap,
+        "__sf_unwrap": _anyleaves.unwrap,
     }
     for i, n in enumerate(spec.dynamic_names):
         ns[f"__sf_K_{i}"] = jax.tree_util.GetAttrKey(n)

@@ -8,7 +8,7 @@ from typing import Any, Callable, TypeVar, overload
 
 from typing_extensions import dataclass_transform
 
-from . import _deep, _display, _errors, _instance, _marks, _state
+from . import _abstract, _deep, _display, _errors, _instance, _marks, _state
 from ._marks import _Constant as _Constant  # noqa: F401 - pickles made by 0.1 name it here
 from ._codegen import generate
 from ._field import field, static
@@ -91,7 +91,9 @@ def _has_own_replace(cls: type) -> bool:
     return False
 
 
-def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_args: bool, check: bool) -> C:
+def _build(
+    cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_args: bool, check: bool, strict: bool
+) -> C:
     if not isinstance(cls, type):
         raise TypeError(f"@sf.dataclass decorates a class, got {type(cls).__name__}.")
     if SPEC_ATTR in cls.__dict__:
@@ -108,9 +110,10 @@ def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_arg
     static_annotated = _marks.static_annotations(cls)
     _marks.prepare_defaults(cls, static_annotated)
     try:
-        dataclasses.dataclass(
-            cls, init=False, repr=False, eq=False, frozen=False, match_args=match_args, kw_only=kw_only
-        )
+        with _abstract.hide_annotations(cls):  # AbstractVar[T] makes no field
+            dataclasses.dataclass(
+                cls, init=False, repr=False, eq=False, frozen=False, match_args=match_args, kw_only=kw_only
+            )
     except ValueError as e:
         if "mutable default" not in str(e):
             raise
@@ -148,6 +151,7 @@ def _build(cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_arg
             setattr(cls, name, fn)
     if not _has_own_replace(cls) and "replace" not in spec.name_set:
         cls.replace = _instance._replace_method  # type: ignore[attr-defined]
+    _abstract.install(cls)
     _state.install(spec)
     _deep.install(cls)
     register(spec, generated)
@@ -168,16 +172,30 @@ def _options(cls: Any, options: dict[str, Any]) -> dict[str, Any]:
             "the jit cache key and must not change. Drop `frozen=False`, and use "
             "sf.replace(obj, ...) to make changed copies."
         )
-    known = {"init", "repr", "eq", "kw_only", "match_args", "check"}
+    strict = options.get("strict", False)
+    if not isinstance(strict, bool):
+        raise TypeError(f"{who}: strict= takes True or False, not {strict!r}.")
+    known = {"init", "repr", "eq", "kw_only", "match_args", "check", "strict"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(
             f"{who}: @sf.dataclass got unknown option(s) {', '.join(sorted(unknown))}; "
             f"it takes {', '.join(sorted(known | {'frozen'}))}."
         )
-    opts = dict(init=True, repr=True, eq=True, kw_only=False, match_args=True, check=True)
+    opts = dict(init=True, repr=True, eq=True, kw_only=False, match_args=True, check=_inherited_check(cls),
+                strict=False)
     opts.update(options)
     return opts
+
+
+def _inherited_check(cls: Any) -> bool:
+    """``check`` is inherited: a subclass of a ``check=False`` class does not check either,
+    unless it gives its own ``check`` (other options apply to the class that gives them)."""
+    for base in getattr(cls, "__mro__", ())[1:]:
+        spec = base.__dict__.get(SPEC_ATTR)
+        if spec is not None:
+            return bool(spec.check)
+    return True
 
 
 @overload
@@ -191,6 +209,7 @@ def dataclass(
     kw_only: bool = False,
     match_args: bool = True,
     check: bool = True,
+    strict: bool = False,
     frozen: bool = True,
 ) -> Callable[[C], C]: ...
 
@@ -207,8 +226,11 @@ def dataclass(cls: Any = None, /, **options: Any) -> Any:
     (``sf.static()``, ``sf.Static[T]``, ``metadata={"static": True}``) are frozen,
     hashable and compared by value, and form the aux_data (the jit cache key).
 
-    Options: ``init``, ``repr``, ``eq`` (default True), ``kw_only``, ``match_args``
-    and ``check`` (default True: check dynamic leaves on construction).
+    Options: ``init``, ``repr``, ``eq`` (default True), ``kw_only``, ``match_args``,
+    ``check`` (default True, or the nearest decorated base's: check dynamic leaves on
+    construction) and ``strict``
+    (accepted, as equinox 0.13 accepts it, and enforces nothing more: abstract methods
+    and ``sf.AbstractVar``/``sf.AbstractClassVar`` are enforced in every class).
     """
     def wrap(c: C) -> C:
         return _build(c, **_options(c, dict(options)))

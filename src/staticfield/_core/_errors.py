@@ -53,7 +53,7 @@ class StaticFieldWarning(UserWarning):
 
 JAX_ARRAY_IN_STATIC = (
     "{where}: a {what} cannot be a static field value (static values are part of the "
-    "jit cache key and must be hashable and concrete). Make `{field}` a dynamic field, "
+    "jit cache key and must be hashable and concrete). Make `{field}` a dynamic field{mixed}, "
     "or pass np.asarray(...) / a Python value."
 )
 
@@ -76,18 +76,30 @@ RECURSIVE_STATIC = (
     "a cache key. Pass a value without cycles in `{field}`, or make it a dynamic field."
 )
 
+# Added to the static-side hints when the offending value sits inside the field's value:
+# the field may hold arrays among other leaves, which a plain dynamic field refuses.
+MIXED_HINT = ' (`sf.field(leaves="any")` if it also holds functions or other non-array leaves)'
+
 UNHASHABLE_STATIC = (
     "{where}: a static value of type {type} is unhashable, so it cannot be part of the "
     "jit cache key. Give {type} value-based __eq__ and __hash__ (for example make it an "
     "@sf.dataclass), pass a tuple/frozenset/dict of hashable values, or make `{field}` "
-    "a dynamic field."
+    "a dynamic field{mixed}."
 )
 
-BAD_DYNAMIC_LEAF = (
+BAD_DYNAMIC_VALUE = (
     "{where}: {a_type} is not an array, so it cannot be a dynamic (traced) field value. "
     "Mark the field static: `{field}: {ann} = sf.static()` (or annotate it "
     "`sf.Static[{ann}]`), or decorate the class with @sf.dataclass(check=False) to "
     "skip this check."
+)
+
+BAD_DYNAMIC_LEAF = (
+    "{cls}.{field}: the value holds {a_type} at {where}, which is not an array, so "
+    "`{field}` cannot be a plain dynamic (traced) field. If it holds arrays as well as "
+    "other leaves, declare it `{field}: {ann} = sf.field(leaves=\"any\")`: its array "
+    "leaves are traced and the others are static under jit. If it holds no arrays, mark it "
+    "static: `{field}: {ann} = sf.static()`."
 )
 
 BAD_DYNAMIC_DTYPE = (
@@ -109,6 +121,29 @@ CONTRADICTORY_MARKS = (
 STATIC_SHARDING = (
     "{cls}.{field}: a static field holds no arrays, so it cannot have a sharding. Drop "
     "`sharding=...`, or make `{field}` a dynamic field."
+)
+
+ABSTRACT_UNDEFINED = (
+    "{cls}: cannot construct an abstract class: it leaves the {what} undefined. Define "
+    "{how} in a subclass, and construct that subclass."
+)
+
+ABSTRACT_WITH_VALUE = (
+    "{cls}.{field}: an AbstractVar/AbstractClassVar declares a variable that subclasses "
+    "define, so it takes no value where it is declared. Drop the value, or declare "
+    "`{field}` as a field (`{field}: T = value`) or a ClassVar."
+)
+
+BAD_LEAVES = (
+    "{cls}.{field}: leaves={leaves!r} is not one of 'arrays' (the default: array leaves "
+    "only) or 'any' (any pytree leaves; the non-array ones are static under jit). Pass "
+    "one of those."
+)
+
+STATIC_LEAVES = (
+    "{cls}.{field}: a static field has no leaves (its whole value is in the jit cache "
+    "key), so leaves='any' does not apply to it. Drop `leaves=...`, or make `{field}` "
+    "a dynamic field."
 )
 
 FROZEN_ASSIGN = (

@@ -1,8 +1,12 @@
 """How a field is marked: ``field()``, ``static()`` and ``Static[T]``.
 
-A field's facts live in its ``dataclasses.Field.metadata`` so that other tools
-see them: ``"static"`` is the key ``jax.tree_util.register_dataclass`` reads, and
-the converter and sharding sit under ``staticfield.*`` keys.
+A field's ``metadata`` is the user's: ``sf.field`` adds exactly one key, ``"static"``
+(the key ``jax.tree_util.register_dataclass`` reads), and metadata given through
+``dataclasses.field`` is kept exactly. staticfield's own facts about a field (the marks
+as written, the converter, the sharding, which leaves it takes) live on the ``Field``
+object itself: ``sf.field`` returns a ``Field``, a ``dataclasses.Field`` with a few more
+slots, and the decorator gives one to a field that another mark (``Static[T]``) made
+static.
 """
 
 from __future__ import annotations
@@ -20,9 +24,34 @@ T = TypeVar("T")
 
 STATIC = "static"  # jax.tree_util.register_dataclass's convention
 PYTREE_NODE = "pytree_node"  # flax.struct's and penzai's: pytree_node=False means static
-CONVERTER = "staticfield.converter"
-MARKS = "staticfield.marks"  # the static/dynamic marks given to sf.field, checked by the decorator
-SHARDING = "staticfield.sharding"
+LEAVES = ("arrays", "any")  # what a dynamic field's leaves may be: sf.field(leaves=...)
+
+
+class Field(dataclasses.Field):  # type: ignore[type-arg]
+    """A ``dataclasses.Field`` that also carries staticfield's facts, out of ``metadata``.
+
+    ``sf_marks``: the static/dynamic marks as written (checked by the decorator);
+    ``sf_static``: whether the field is static, once an annotation says so (else None:
+    the metadata says); ``sf_converter``, ``sf_sharding``, ``sf_leaves``.
+    """
+
+    __slots__ = ("sf_marks", "sf_static", "sf_converter", "sf_sharding", "sf_leaves")
+
+    @classmethod
+    def of(cls, base: dataclasses.Field, **facts: Any) -> Field:
+        """A ``Field`` with every stdlib slot of ``base`` and ``facts`` (the rest defaulted)."""
+        new = cls.__new__(cls)
+        for slot in dataclasses.Field.__slots__:
+            if hasattr(base, slot):
+                setattr(new, slot, getattr(base, slot))
+        new.sf_marks = getattr(base, "sf_marks", None)
+        new.sf_static = getattr(base, "sf_static", None)
+        new.sf_converter = getattr(base, "sf_converter", None)
+        new.sf_sharding = getattr(base, "sf_sharding", None)
+        new.sf_leaves = getattr(base, "sf_leaves", "arrays")
+        for name, value in facts.items():
+            setattr(new, f"sf_{name}", value)
+        return new
 
 
 class _StaticMarker:
@@ -60,6 +89,7 @@ def field(
     kw_only: bool | Any = dataclasses.MISSING,
     metadata: dict[str, Any] | None = None,
     sharding: PartitionSpec | None = None,
+    leaves: str = "arrays",
 ) -> Any:
     """Declare a field of an ``@sf.dataclass``.
 
@@ -69,17 +99,16 @@ def field(
     (``metadata``, a ``sf.Static[T]`` annotation) says static; marks that contradict
     each other are refused when the class is decorated. ``converter`` runs on construction and in ``sf.replace``,
     never on unflatten. ``sharding`` is a ``PartitionSpec`` for ``sf.shardings``.
+    ``leaves="any"`` lets a dynamic field hold any pytree leaves: its array leaves are
+    traced, and the others (a function, a ``Jaxpr``, a sentinel) are static under jit,
+    keyed by value where hashable and by identity otherwise.
     A non-callable converter, or a sharding on a static field, is refused when the
     class is decorated (so the error can name the class and field).
     """
     md = dict(metadata or {})
-    md[MARKS] = given_marks(md, static)
-    md[STATIC] = bool(static or md.get(STATIC, False))
-    if converter is not None:
-        md[CONVERTER] = converter
-    if sharding is not None:
-        md[SHARDING] = sharding
-    return dataclasses.field(
+    marks = given_marks(md, static)
+    md[STATIC] = bool(static) or is_static_metadata(md)
+    base = dataclasses.field(
         default=default,
         default_factory=default_factory,
         init=init,
@@ -87,6 +116,7 @@ def field(
         kw_only=kw_only,
         metadata=md,
     )
+    return Field.of(base, marks=marks, converter=converter, sharding=sharding, leaves=leaves)
 
 
 def static(**kwargs: Any) -> Any:
@@ -109,11 +139,23 @@ def given_marks(metadata: Any, static: bool | None = None) -> tuple[tuple[str, b
     return tuple(marks)
 
 
+def is_static_metadata(metadata: Any) -> bool:
+    """What ``metadata`` says: static under register_dataclass's or flax.struct's convention."""
+    return bool(metadata.get(STATIC, False)) or metadata.get(PYTREE_NODE, True) is False
+
+
 def is_static(f: dataclasses.Field) -> bool:
     """True if the ``dataclasses.Field`` ``f`` is static (in the jit cache key)."""
     if not isinstance(f, dataclasses.Field):
         raise TypeError(f"sf.is_static expects a dataclasses.Field, got {type(f).__name__}.")
-    return bool(f.metadata.get(STATIC, False)) or f.metadata.get(PYTREE_NODE, True) is False
+    said = getattr(f, "sf_static", None)
+    return is_static_metadata(f.metadata) if said is None else said
+
+
+def marks_of(f: dataclasses.Field) -> tuple[tuple[str, bool], ...]:
+    """The static/dynamic marks written for ``f`` (``sf.field``'s, else its metadata's)."""
+    marks = getattr(f, "sf_marks", None)
+    return given_marks(f.metadata) if marks is None else marks
 
 
 def annotation_is_static(annotation: Any, globalns: dict, localns: dict) -> bool:
@@ -137,8 +179,17 @@ def _has_marker(annotation: Any) -> bool:
 
 
 def converter_of(f: dataclasses.Field) -> Callable[[Any], Any] | None:
-    return f.metadata.get(CONVERTER)
+    return getattr(f, "sf_converter", None)
+
+
+SHARDING = "staticfield.sharding"  # also read from metadata given through dataclasses.field
 
 
 def sharding_of(f: dataclasses.Field) -> Any:
-    return f.metadata.get(SHARDING)
+    own = getattr(f, "sf_sharding", None)
+    return f.metadata.get(SHARDING) if own is None else own
+
+
+def leaves_of(f: dataclasses.Field) -> str:
+    """``"any"`` for a field that takes any pytree leaves, else ``"arrays"``."""
+    return getattr(f, "sf_leaves", "arrays")

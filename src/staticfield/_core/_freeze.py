@@ -32,6 +32,22 @@ _IDENTITY_EXEMPT = (
     enum.Enum, functools.partial,
 )
 _WARNED: set[str] = set()  # "Class.field" that got the identity-hash warning already
+_BY_INTENT = "__staticfield_identity_hashed__"  # set by identity_hashed; subclasses inherit it
+
+
+def identity_hashed(cls: type) -> type:
+    """Declare that instances of ``cls`` (and of its subclasses) are hashed by identity on
+    purpose: tag singletons such as ``symmetric_tag = Tag()``, compared with ``is``. A
+    static value of that type then draws no ``sf.StaticFieldWarning``; it still keys a
+    compiled program by identity (a new object is a new key). Use it as a class decorator
+    or call it on a class defined elsewhere; it returns the class."""
+    if not isinstance(cls, type):
+        raise TypeError(
+            f"sf.identity_hashed takes a class, got {_errors.article(type(cls).__name__)} ({cls!r}). "
+            "Decorate the tag's class, or call sf.identity_hashed(type(tag))."
+        )
+    setattr(cls, _BY_INTENT, True)
+    return cls
 
 
 def freeze(value: Any, where: str, field: str) -> Any:
@@ -81,15 +97,30 @@ def _freeze(value: Any, where: str, field: str) -> Any:
     try:
         hash(value)
     except Exception:
+        mixed = _errors.MIXED_HINT if _holds_arrays(value) else _mixed(where, field)
         raise TypeError(
-            _errors.UNHASHABLE_STATIC.format(where=where, type=t.__name__, field=field)
+            _errors.UNHASHABLE_STATIC.format(where=where, type=t.__name__, field=field, mixed=mixed)
         ) from None
     return value
 
 
 def _refuse_array(value: Any, where: str, field: str) -> None:
     what = "tracer" if isinstance(value, _compat.Tracer) else "jax.Array"
-    raise TypeError(_errors.JAX_ARRAY_IN_STATIC.format(where=where, what=what, field=field))
+    raise TypeError(_errors.JAX_ARRAY_IN_STATIC.format(
+        where=where, what=what, field=field, mixed=_mixed(where, field)))
+
+
+def _holds_arrays(value: Any) -> bool:
+    """Whether a pytree value (an eqx.Module, a closure-converted function) holds arrays."""
+    try:
+        return any(isinstance(leaf, (jax.Array, np.ndarray)) for leaf in jax.tree_util.tree_leaves(value))
+    except Exception:  # noqa: BLE001 - only a hint depends on it
+        return False
+
+
+def _mixed(where: str, field: str) -> str:
+    """The leaves="any" hint, where the value is inside the field's value (not the whole)."""
+    return "" if where.endswith(f".{field}") else _errors.MIXED_HINT
 
 
 def _is_instance(value: Any) -> bool:
@@ -147,6 +178,7 @@ def _check_opaque(value: Any, where: str, field: str) -> None:
         and hasattr(value, "__dict__")
         and not isinstance(value, _IDENTITY_EXEMPT)
         and not hasattr(value, "__wrapped__")  # a wrapped function: jax.jit's, functools.wraps'
+        and not getattr(type(value), _BY_INTENT, False)
     ):
         root = where.split("[", 1)[0].split(" ", 1)[0].split("{", 1)[0]
         if root not in _WARNED:
@@ -160,4 +192,4 @@ def _check_opaque(value: Any, where: str, field: str) -> None:
             )
 
 
-__all__ = ["ATOMIC", "bound_method_error", "freeze"]
+__all__ = ["ATOMIC", "bound_method_error", "freeze", "identity_hashed"]

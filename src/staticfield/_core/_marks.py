@@ -9,7 +9,6 @@ class, the field and both marks. ``_decorator`` calls these in order.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import sys
 import types
@@ -18,7 +17,9 @@ from typing import Any
 import jax
 
 from . import _compat, _display, _errors
-from ._field import CONVERTER, MARKS, SHARDING, STATIC, annotation_is_static, given_marks, is_static
+from ._field import (
+    LEAVES, STATIC, Field, annotation_is_static, converter_of, is_static, leaves_of, marks_of, sharding_of,
+)
 from ._freeze import freeze
 from ._spec import SPEC_ATTR
 
@@ -46,17 +47,17 @@ def inherited_static_annotations(cls: type) -> frozenset[str]:
 
 
 def mark_static_annotations(cls: type, static_names: frozenset[str]) -> None:
-    """Record ``x: Static[T]`` as static metadata on the dataclass field (a copy, where the
-    Field object is a base's)."""
+    """Record ``x: Static[T]`` on the dataclass field: a ``Field`` that says static (a new
+    one, so that a base's Field object is never changed). The user's metadata is kept as
+    given; only an ``sf.field``'s own ``"static"`` key is set to match."""
     fields = cls.__dict__["__dataclass_fields__"]
     for name in static_names:
         f = fields.get(name)
-        if f is None or f._field_type is not dataclasses._FIELD:  # type: ignore[attr-defined]
+        if f is None or f._field_type is not dataclasses._FIELD or is_static(f):  # type: ignore[attr-defined]
             continue
-        if not f.metadata.get(STATIC, False):
-            if name not in cls.__dict__.get("__annotations__", {}):
-                f = fields[name] = copy.copy(f)
-            f.metadata = types.MappingProxyType({**f.metadata, STATIC: True})
+        new = fields[name] = Field.of(f, static=True)
+        if isinstance(f, Field) and f.sf_marks is not None:  # sf.field wrote the "static" key
+            new.metadata = types.MappingProxyType({**f.metadata, STATIC: True})
 
 
 class _Constant:
@@ -106,7 +107,7 @@ def check_marks(cls: type, annotated: frozenset[str]) -> None:
     for f in cls.__dict__["__dataclass_fields__"].values():
         if f._field_type is not dataclasses._FIELD:  # type: ignore[attr-defined]
             continue
-        marks = list(f.metadata.get(MARKS, given_marks(f.metadata)))
+        marks = list(marks_of(f))
         if f.name in annotated:
             marks.append(("the annotation sf.Static[...]", True))
         yes = [text for text, says in marks if says]
@@ -119,9 +120,14 @@ def check_marks(cls: type, annotated: frozenset[str]) -> None:
 def check_field_options(cls: type) -> None:
     """Refuse field options that cannot work, naming the class and field."""
     for f in cls.__dict__["__dataclass_fields__"].values():
-        conv = f.metadata.get(CONVERTER)
+        conv = converter_of(f)
         if conv is not None and not callable(conv):
             what = type(conv).__name__
             raise TypeError(_errors.BAD_CONVERTER.format(cls=cls.__qualname__, field=f.name, type=what))
-        if is_static(f) and f.metadata.get(SHARDING) is not None:
+        if is_static(f) and sharding_of(f) is not None:
             raise TypeError(_errors.STATIC_SHARDING.format(cls=cls.__qualname__, field=f.name))
+        leaves = leaves_of(f)
+        if leaves not in LEAVES:
+            raise ValueError(_errors.BAD_LEAVES.format(cls=cls.__qualname__, field=f.name, leaves=leaves))
+        if is_static(f) and leaves == "any":
+            raise TypeError(_errors.STATIC_LEAVES.format(cls=cls.__qualname__, field=f.name))

@@ -15,7 +15,7 @@ from typing import Any
 import jax
 
 from . import _errors
-from ._field import converter_of, is_static
+from ._field import converter_of, is_static, leaves_of
 from ._keys import StaticKey
 
 SPEC_ATTR = "__staticfield_spec__"
@@ -28,6 +28,8 @@ class Spec:
     JAX in the new process, or takes over from the spec of the empty class cloudpickle
     built first.
     """
+
+    any_set: frozenset[str] = frozenset()  # also for a spec pickled before leaves= existed
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -44,6 +46,8 @@ class Spec:
         self.static_names = tuple(f.name for f in self.fields if is_static(f))
         self.dynamic_names = tuple(f.name for f in self.fields if not is_static(f))
         self.static_set = frozenset(self.static_names)
+        # leaves="any" fields: their non-array leaves are static (see _anyleaves)
+        self.any_set = frozenset(f.name for f in self.fields if leaves_of(f) == "any")
         self.converters = {f.name: c for f in self.fields if (c := converter_of(f)) is not None}
         self.check = check
         self.by_name = {f.name: f for f in self.fields}

@@ -13,6 +13,7 @@ from typing import Any
 
 import jax
 
+from .._core._anyleaves import ARRAY_LEAVES, AnyLeaves
 from .._core._spec import SPEC_ATTR, Spec
 
 PASSING = "(passed by keyword)"  # the entry naming the arguments passed by keyword
@@ -37,7 +38,13 @@ def _leaf_entry(leaf: Any) -> tuple:
     return ("leaf", tuple(aval.shape), aval.dtype, bool(getattr(aval, "weak_type", False)), sharding)
 
 
-def _walk(value: Any, path: str, out: dict[str, tuple]) -> None:
+def _walk(value: Any, path: str, out: dict[str, tuple], any_leaves: bool = False, kind: str = "static") -> None:
+    """Describe ``value`` at ``path`` into ``out``; with ``any_leaves`` (a ``leaves="any"``
+    field, or an argument of ``static="auto"``: ``kind`` "static_arg") a leaf that is not
+    an array is a static value there."""
+    if value.__class__ is AnyLeaves:  # a static="auto" argument
+        _walk(value.value, path, out, any_leaves=True, kind="static_arg")
+        return
     if _is_instance(value):
         spec: Spec = type(value).__dict__[SPEC_ATTR]
         out[path] = ("class", type(value))
@@ -45,7 +52,7 @@ def _walk(value: Any, path: str, out: dict[str, tuple]) -> None:
         for name in spec.static_names:
             out[f"{path}.{name}"] = ("static", d[name])
         for name in spec.dynamic_names:
-            _walk(d[name], f"{path}.{name}", out)
+            _walk(d[name], f"{path}.{name}", out, any_leaves=name in spec.any_set)
         return
     leaves, treedef = jax.tree_util.tree_flatten_with_path(value, is_leaf=_is_instance)
     if not (len(leaves) == 1 and not leaves[0][0]):  # not a bare leaf
@@ -54,6 +61,8 @@ def _walk(value: Any, path: str, out: dict[str, tuple]) -> None:
         sub = path + jax.tree_util.keystr(keypath)
         if _is_instance(leaf):
             _walk(leaf, sub, out)
+        elif any_leaves and not isinstance(leaf, ARRAY_LEAVES):
+            out[sub] = (kind, leaf)
         else:
             out[sub] = _leaf_entry(leaf)
 

@@ -20,8 +20,9 @@ from typing import Any, Callable, Literal, TypeVar, overload
 
 from typing_extensions import Concatenate, ParamSpec
 
+from . import _auto
 from ._args import qualname, signature_parts
-from ._bound import JitMethod
+from ._bound import ClassView, JitMethod
 from ._engine import JitFunction
 from ._hitpath import public_function
 from .._core._spec import SPECS
@@ -149,7 +150,7 @@ def jit(
 
 
 def jit(fn: Callable | None = None, /, *, max_compiles: int | None = None, warn_compiles: Any = UNSET,
-        **jit_kwargs: Any) -> Any:
+        static: str | None = None, **jit_kwargs: Any) -> Any:
     """``jax.jit`` with compile tracking, for free functions.
 
     Top-level ``@sf.dataclass`` arguments are looked up by their static key, so
@@ -158,13 +159,39 @@ def jit(fn: Callable | None = None, /, *, max_compiles: int | None = None, warn_
     ``compile_count``, ``cache_size()``, ``recompiles`` and ``clear_cache()``. Like
     ``jax.jit``, whose cache belongs to the function, calling ``sf.jit`` again with
     the same function and options gives the same compiled programs and counters.
+    ``static="auto"`` partitions the arguments as ``eqx.filter_jit`` does: arrays are
+    traced, every other leaf (a Python bool, number or str, a function, an object) is
+    static, keyed by value (type-strictly) where hashable and by identity otherwise.
+    ``sf.jit(obj.method)`` of a plain method of an ``sf`` instance, and ``sf.jit(obj)``
+    of an instance with ``__call__``, pass ``obj`` as a pytree argument: a new instance
+    with new values reuses the program.
     """
     if "deps" in jit_kwargs:
         raise TypeError(_JIT_DEPS.format(name=qualname(fn) if fn is not None else "sf.jit"))
+    if static is not None and static not in _auto.CHOICES:
+        raise ValueError(
+            f"{qualname(fn) if fn is not None else 'sf.jit'}: static={static!r} is not a choice; "
+            "pass static=\"auto\" (arrays traced, every other leaf static, as eqx.filter_jit), or "
+            "leave it out and name static arguments with static_argnames."
+        )
     if fn is None:
-        return functools.partial(jit, max_compiles=max_compiles, warn_compiles=warn_compiles, **jit_kwargs)
+        return functools.partial(jit, max_compiles=max_compiles, warn_compiles=warn_compiles, static=static,
+                                 **jit_kwargs)
     if warn_compiles is UNSET:
         warn_compiles = default_warn_compiles()
+    if static == "auto":
+        options = dict(jit_kwargs, max_compiles=max_compiles, warn_compiles=warn_compiles, static=static)
+        return _shared(fn, options, lambda: _auto.AutoJit(public_function(JitFunction(
+            _auto.traced(fn), jit_kwargs, max_compiles, warn_compiles, method=False, rebuild=_unpickle)), fn))
+    if (type(fn) in SPECS and isinstance(type(fn).__dict__.get("__call__") or getattr(type(fn), "__call__", None),
+                                          (JitMethod, ClassView))
+            and not jit_kwargs and max_compiles is None):
+        # its __call__ is already an @sf.jit_method: the bound method is that jit
+        return fn.__call__
+    if type(fn) in SPECS and isinstance(getattr(type(fn), "__call__", None), types.FunctionType):
+        # sf.jit(model) of an instance with __call__ (eqx.filter_jit(model)) is
+        # sf.jit(model.__call__): the instance is a pytree argument, not baked in
+        fn = types.MethodType(type(fn).__call__, fn)
     if _is_plain_method_of_instance(fn) and "in_shardings" not in jit_kwargs:
         shared = jit(fn.__func__, max_compiles=max_compiles, warn_compiles=warn_compiles,  # type: ignore[union-attr]
                      **_shift_argnums(jit_kwargs))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import weakref
 from typing import Any
 
 import jax
@@ -52,7 +53,11 @@ class JitMethod:
         self.__module__ = getattr(fn, "__module__", None)  # type: ignore[assignment]
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
+        if getattr(fn, "__isabstractmethod__", False):  # @sf.jit_method over @abc.abstractmethod
+            self.__isabstractmethod__ = True
         self._bound_cls = _bound_class(fn, engine)
+        # obj.method.__func__, as for a plain bound method (held so that it is not a descriptor)
+        self._bound_cls.method = staticmethod(self)
 
     def __reduce__(self) -> Any:
         # pickle/cloudpickle of a class holding this (e.g. defined in __main__): the
@@ -91,14 +96,18 @@ class JitMethod:
         engine = self._jit
         if engine.bound_call is not None:  # deps="read": the key's program may change
             children, key = obj._staticfield_deep
-            return cache_binding(obj, self._slot, _make(cls, key, engine.bound_call, children, key))
+            bound = _make(cls, key, engine.bound_call, children, key)
+            bound.ref = _weak(obj)
+            return cache_binding(obj, self._slot, bound)
         try:
             children, key = obj._staticfield_flat
             jitted = variants[key][0]
         except (KeyError, AttributeError):
             jitted, children = engine.method_miss(obj)
             key = flat(obj)[1]
-        return cache_binding(obj, self._slot, _make(cls, key, jitted, children))  # immutable: bind once
+        bound = _make(cls, key, jitted, children)
+        bound.ref = _weak(obj)
+        return cache_binding(obj, self._slot, bound)  # immutable: bind once
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in ("_jit", "_owner", "_views"):
@@ -193,14 +202,25 @@ class BoundMethod(functools.partial):
     change (see ``_deps``), so it is looked up on each call.
     """
 
-    __slots__ = ("key",)
+    __slots__ = ("key", "ref")
 
-    engine: JitFunction  # a class attribute of the per-method subclass (see _bound_class)
+    engine: JitFunction  # class attributes of the per-method subclass (see _bound_class)
+    method: JitMethod
     key: Any
+    ref: Any  # a weak reference to the instance it was bound to, where there is one
+
+    def __new__(cls, func: Any, obj: Any, /) -> Any:
+        """``type(obj.method)(obj.method.__func__, obj)`` is ``obj.method``, as for a plain
+        bound method (``weakref.WeakMethod`` rebuilds a method so). staticfield makes its
+        bindings with ``_make``, which does not come here."""
+        if func is not cls.method:
+            raise TypeError(f"{cls.__qualname__} binds {qualname(cls.engine.fn)} only; "
+                            "get a bound method as obj.method.")
+        return func.__get__(obj, type(obj))
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names not found normally, so this costs nothing on a call.
-        if name in ("engine", "key"):  # unset: never recurse through __getattr__
+        if name in ("engine", "key", "ref", "method"):  # unset: never recurse through __getattr__
             raise AttributeError(name)
         if name == "__wrapped__":
             return self.engine.fn
@@ -230,10 +250,18 @@ class BoundMethod(functools.partial):
 
     @property
     def __self__(self) -> Any:
-        """The instance this method is bound to (rebuilt from its children if needed)."""
+        """The instance this method is bound to: the one ``obj.method`` was read on while it
+        lives (the binding holds it weakly), else rebuilt from its children."""
         if self.key is None:
             return self.args[0]
-        return rebuild(self.key, self.args[0])
+        ref = self.ref
+        obj = ref() if ref is not None else None
+        return rebuild(self.key, self.args[0]) if obj is None else obj
+
+    @property
+    def __func__(self) -> Any:
+        """The class attribute this method was bound from (``Cls.method``)."""
+        return type(self).method
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """``jax.jit(...).lower`` for ``obj.method(*args, **kwargs)``."""
@@ -263,10 +291,21 @@ def _bound_class(fn: Any, engine: JitFunction) -> type:
     return cls
 
 
+_new_partial = functools.partial.__new__
+
+
 def _make(cls: type, key: Any, func: Any, arg: Any, *more: Any) -> BoundMethod:
-    bound = cls(func, arg, *more)
+    bound = _new_partial(cls, func, arg, *more)  # not BoundMethod.__new__: that one rebinds
     bound.key = key
+    bound.ref = None
     return bound
+
+
+def _weak(obj: Any) -> Any:
+    try:
+        return weakref.ref(obj)
+    except TypeError:  # an instance that takes no weak references: __self__ rebuilds it
+        return None
 
 
 def _flatten(b: BoundMethod) -> tuple[Any, tuple]:

@@ -27,11 +27,38 @@ def unwrap_library(fun: Callable, args: tuple, kwargs: dict) -> tuple:
         user = hashable_combine(dynamic["fun"], static_fun)
         first = hashable_combine(dynamic["first"], static_first)
         rest, kw = hashable_combine(dynamic["rest"], static_rest)
-        return user, (first, *rest), kw, _not_an_array
+        return user, (first, *rest)[:-1], kw, _not_an_array  # less the None equinox appends
+    behind = _behind_eqx_eval_shape(fun, args, kwargs)
+    if behind is not None:
+        return (*behind, _not_an_array)
     inner = _behind_jax(fun, args, kwargs)
     if inner is not None:
         return (*inner, None)
     return fun, args, kwargs, None
+
+
+def is_eqx_eval_shape(fun: Callable) -> bool:
+    """Whether ``fun`` is the function ``eqx.filter_eval_shape`` has JAX trace."""
+    inner = getattr(fun, "func", None)
+    return (
+        isinstance(fun, functools.partial)
+        and getattr(inner, "__qualname__", "") == "filter_eval_shape.<locals>._fn"
+        and (getattr(inner, "__module__", "") or "").startswith("equinox")
+    )
+
+
+def _behind_eqx_eval_shape(fun: Callable, args: tuple, kwargs: dict) -> tuple | None:
+    """The user's function and arguments behind ``eqx.filter_eval_shape(f, ...)``, which JAX
+    traces as ``partial(_fn, static)(dynamic)``: so the trace is ``f``'s (ahead of time,
+    compiling nothing), and a later call of ``f`` that reuses it compiles ``f``, not
+    equinox's ``_fn``. None for any other function."""
+    if not is_eqx_eval_shape(fun) or len(fun.args) != 1 or len(args) != 1 or kwargs:  # type: ignore[attr-defined]
+        return None
+    from equinox import combine  # type: ignore[import-not-found]
+
+    user, user_args, user_kwargs = combine(fun.args[0], args[0])
+    user = getattr(user, "__wrapped__", user)  # eqx.filter_jit's wrapper: the user's function
+    return user, tuple(user_args), dict(user_kwargs)
 
 
 def _behind_jax(fun: Callable, args: tuple, kwargs: dict) -> tuple | None:

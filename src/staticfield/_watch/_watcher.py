@@ -24,7 +24,7 @@ from .._core import _compat
 from .._explain._diff import Change
 from ._hooks import activate, deactivate
 from ._report import render, to_dict
-from ._site import call_site, eager, identify, squash, unwrap_library, via
+from ._site import call_site, eager, identify, is_eqx_eval_shape, squash, unwrap_library, via
 
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -154,11 +154,25 @@ class watch:
     def _failed(self, where: str, error: BaseException) -> None:
         self._notice(FAILED.format(where=where, error=f"{type(error).__name__}: {error}"))
 
+    def _open(self) -> list:
+        """This thread's traces whose events may still come, innermost last: a trace can start
+        while another is in progress (a primitive's abstract-eval rule that calls
+        ``eqx.filter_eval_shape`` runs inside the trace of the function binding it), and each
+        JAX event goes to the innermost one of its own name."""
+        stack = getattr(self._local, "open", None)
+        if stack is None:
+            stack = self._local.open = []
+        return stack
+
+    def _push(self, item: tuple) -> None:
+        stack = self._open()
+        stack.append(item)
+        del stack[:-_OPEN_LIMIT]  # traces never compiled (.lower, eval_shape) are not kept forever
+
     def _traced(self, fun: Callable, ji: Any, dbg: Any, args: tuple, kwargs: dict) -> None:
         try:
             self._record(fun, ji, dbg, args, kwargs)
         except Exception as e:
-            self._local.current = None
             self._failed("its trace hook", e)
 
     def _record(self, fun: Callable, ji: Any, dbg: Any, args: tuple, kwargs: dict) -> None:
@@ -179,10 +193,14 @@ class watch:
             description = _describe.describe(
                 user_fun, args, kwargs, static_argnums, static_argnames, static_leaf,
             )
+            # eqx.filter_eval_shape traces the user's function inside a partial of its own,
+            # made anew each time: not another function object of the user's
+            stand_in = is_eqx_eval_shape(fun)
             if entry.compiles:
                 # staticfield makes one function per static variant: not the user's doing
-                own = not entry.note and user_call is None and _seen(entry, fun)
-                earlier = [d if not own or o == id(fun) else None
+                seen = stand_in or _seen(entry, fun) or all(o is None for o in entry._owners)
+                own = not entry.note and user_call is None and seen
+                earlier = [d if not own or o is None or o == id(fun) else None
                            for d, o in zip(entry._descriptions, entry._owners)]
                 changes = _diff.closest(earlier, description)[1]
                 explain = getattr(fun, "__sf_explain__", None)  # deps="read": by what was read
@@ -190,32 +208,36 @@ class watch:
                     changes = explain(changes)
                 if not entry.note and user_call is None and not own:
                     changes.insert(0, _diff.new_function(fun))
-            _remember(entry, fun)
+            if not stand_in:
+                _remember(entry, fun)
         record = Compile(len(entry.compiles) + 1, call_site(), changes, via=via())
         entry.compiles.append(record)
         entry._descriptions.append(description)
-        entry._owners.append(id(fun))
+        entry._owners.append(None if not eager and stand_in else id(fun))
         entry._placements.append(None)
         if not eager:
             self._by_source[str(getattr(dbg, "func_src_info", ""))] = entry
-        self._local.current = (record, squash(getattr(fun, "__name__", "")), entry)
+        names = (getattr(fun, "__name__", ""), getattr(getattr(fun, "func", None), "__name__", ""),
+                 getattr(user_fun, "__name__", ""))
+        self._push((record, tuple({squash(n) for n in names if isinstance(n, str)} - {""}), entry))
 
     def _loaded(self, fun: Callable, seconds: float, traced: bool) -> None:
         """A program of ``fun`` came from the program store: a load, not a compile (with
         ``trust="trace"``, the trace just recorded was the store's check: forgotten)."""
-        entry = self._forget() if traced else None
         key, name, location, eager = identify(fun, None)
         with self._lock:
-            entry = entry or self._by_key.get(key)
+            entry = self._by_key.get(key)
             if entry is None:
                 entry = self._by_key[key] = WatchedFunction(name, location, eager=eager)
             entry.loads += 1
+        if traced:
+            self._forget(entry)
 
     def _store_missed(self, why: str) -> None:
         """The program store said why it had no program for this thread's trace."""
-        current = getattr(self._local, "current", None)
-        if current is not None:
-            current[0].store = why
+        stack = self._open()
+        if stack:
+            stack[-1][0].store = why
 
     def _trace_raised(self, retrace: bool = False) -> None:
         """The user's function raised while tracing: nothing compiled, so forget the trace
@@ -224,12 +246,14 @@ class watch:
         if entry is not None:
             entry.failed_traces += not retrace
 
-    def _forget(self) -> WatchedFunction | None:
-        """Drop this thread's trace in progress; the function it was recorded for."""
-        current, self._local.current = getattr(self._local, "current", None), None
-        if current is None:
+    def _forget(self, of: WatchedFunction | None = None) -> WatchedFunction | None:
+        """Drop this thread's innermost trace in progress (of function ``of``, when given);
+        the function it was recorded for."""
+        stack = self._open()
+        found = [i for i, item in enumerate(stack) if of is None or item[2] is of]
+        if not found:
             return None
-        record, _, entry = current
+        record, _, entry = stack.pop(found[-1])
         if not (entry.compiles and entry.compiles[-1] is record):
             return None
         entry.compiles.pop()
@@ -242,7 +266,8 @@ class watch:
         """JAX runs a traced function afresh (its C++ cache missed): note the placements."""
         try:
             dbg = params["jaxpr"].jaxpr.debug_info
-            current = getattr(self._local, "current", None)
+            stack = self._open()
+            current = stack[-1] if stack else None
             if current is None:
                 self._local.pending = (args, dbg)  # used only if a lowering follows
             elif current[2]._placements and current[2]._placements[-1] is None:
@@ -268,21 +293,24 @@ class watch:
         record = Compile(len(entry.compiles) + 1, call_site(), changes)
         entry.compiles.append(record)
         entry._placements.append(placements)
-        return (record, squash(dbg.func_name), entry)
+        return (record, tuple({squash(dbg.func_name)} - {""}), entry)
 
     def _duration(self, event: str, seconds: float, fun_name: str) -> None:
         try:
             field = _FIELD.get(event)
             if field is None:
                 return
-            current = getattr(self._local, "current", None)
+            stack = self._open()
+            current = next((item for item in reversed(stack) if _names_match(item[1], fun_name)), None)
             if current is None and event == LOWER_EVENT:
-                current = self._local.current = self._relowered()
-            if current is not None and current[1] in squash(fun_name):
+                current = self._relowered()
+                if current is not None:
+                    self._push(current)
+            if current is not None:
                 record = current[0]
-                if event == COMPILE_EVENT:
+                if event == COMPILE_EVENT:  # compiled: no more events for this trace
                     record.compiled_later = True
-                    self._local.current = None
+                    stack.remove(current)
             else:
                 record = self._unexplained(fun_name, field)
             setattr(record, field, getattr(record, field) + seconds)
@@ -301,6 +329,17 @@ class watch:
             last = Compile(entry.count + 1, call_site(), [])
             entry.compiles.append(last)
         return last
+
+
+_OPEN_LIMIT = 16  # traces kept open per thread (see watch._open)
+
+
+def _names_match(names: tuple[str, ...], fun_name: str) -> bool:
+    """Whether a JAX event's function name (``f``, ``jit(f)``) is the traced function's. A
+    function without a name (a ``functools.partial``) matches nothing: an empty name would
+    match every event, and give another function's compile to it."""
+    event = squash(fun_name)
+    return any(name in event for name in names)
 
 
 # -- which function objects a watched function has seen ----------------------------
