@@ -5,6 +5,8 @@ key); dynamic fields are the traced children. ``sf.jit_method`` and ``sf.jit``
 compile only when something really changed, and explain every recompile.
 """
 
+from ._buckets import BucketCheckError as BucketCheckError
+from ._buckets import BucketError as BucketError
 from ._core._decorator import dataclass as dataclass
 from ._core._errors import DepsCheckError as DepsCheckError
 from ._core._errors import RecompileError as RecompileError
@@ -39,6 +41,8 @@ _install_moved(__name__)
 __version__ = "0.1.0"
 
 __all__ = [
+    "BucketCheckError",
+    "BucketError",
     "Change",
     "DepsCheckError",
     "FrozenDict",

@@ -180,7 +180,7 @@ def public_function(engine: Any) -> Callable[..., Any]:
     """
     fn = engine.fn
     more: list[str] = []
-    if engine.has_static:
+    if engine.has_static or engine.bucket_spec is not None:
         lines = ["def call(*args, **kwargs):", "    return general(*args, **kwargs)"]
     else:
         lines, more = _plain_lines(plain_positional(fn, skip_self=False))
@@ -194,7 +194,7 @@ def public_function(engine: Any) -> Callable[..., Any]:
     state.update(
         __wrapped__=fn, __sf_jit__=engine, cache_size=engine.cache_size, lower=engine.lower,
         trace=engine.trace, eval_shape=engine.eval_shape, clear_cache=engine.clear_cache,
-        precompile=engine.precompile,
+        precompile=engine.precompile, buckets=engine.buckets,
     )
     state["__source__"] = call.__source__  # type: ignore[attr-defined]
     wrapper.__dict__ = state

@@ -98,7 +98,7 @@ def _change_lines(ch: Any) -> list[str]:
     """``path: old → new (kind)`` on one line, or path and kind, then old → new, below;
     with deps="read", the kind says where the value was read (``static; read at m.py:4``)."""
     kind = f"{ch.kind}; {ch.read}" if ch.read else ch.kind
-    line = f"    {ch.path}: {ch.old} → {ch.new} ({kind})"
+    line = f"    {ch}" if ch.kind == "bucket" else f"    {ch.path}: {ch.old} → {ch.new} ({kind})"
     if len(line) <= WIDTH:
         return [line]
     return [*wrap(f"{ch.path} ({kind}):", "      ", "    "),

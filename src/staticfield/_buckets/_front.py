@@ -1,0 +1,440 @@
+"""A bucketed function's call and trace: pad, run the bucket's program, slice, count.
+
+``BucketSpec`` is made once per function from ``buckets=``, ``bucket_sizes=`` and
+``mask=``. ``spec.front(call)`` wraps the engine's call (explicit input: this room never
+imports ``_jit``): it finds the bucketed arguments' rows, picks the bucket (``_sizes``),
+pads (``_pad``), calls, slices the outputs that carry the row axis and counts
+``buckets()``. ``spec.body(fn)`` is what JAX traces in place of ``fn``: it traces ``fn``
+once to a jaxpr, follows the row axis through it (``_rows``), raises ``BucketError``
+when rows mix, remembers which outputs carry the rows, and evaluates the jaxpr in the
+caller's trace (so ``fn`` is traced exactly once per program). ``spec.annotate`` and
+``spec.explain`` turn a row-axis shape change into a ``"bucket"`` change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import os
+import threading
+from typing import Any, Callable
+
+import jax
+import numpy as np
+from jax.extend.core import jaxpr_as_fun
+
+from .._explain._diff import Change, Recompile
+from . import _pad
+from ._errors import CHECK_FAILED, MIXES_ROWS, NO_ROW_OUTPUT, BucketCheckError, BucketError
+from ._rows import Analysis, Mixing, Row
+from ._sizes import Sizes
+
+_BUCKETS = (
+    "{function}: buckets= maps parameter names to the row axis of each, e.g. "
+    "buckets={{\"x\": 0}}; got {got!r}."
+)
+_NO_PARAM = (
+    "{function}: buckets= names {name!r}, which is not one of its parameters ({params}). "
+    "Fix the name, or add the parameter."
+)
+_STATIC = (
+    "{function}: buckets= names {name!r}, which is a static argument; only traced arguments "
+    "have rows to pad. Drop it from buckets= or from static_argnames."
+)
+_MASK = (
+    "{function}: mask= must be \"valid\" (the function then takes a keyword argument `valid`, "
+    "the row mask) or None, got {got!r}."
+)
+_MASK_PARAM = (
+    "{function}: mask=\"valid\" passes the row mask as a keyword argument `valid`, but the "
+    "function takes no parameter `valid` (nor **kwargs). Add a parameter `valid` (a bool "
+    "array, True for real rows)."
+)
+_LEAF_AXIS = (
+    "{function}: the bucketed argument {path} is {what}, which has no axis {axis} to pad. "
+    "Give it a row axis, or pass it in an argument that is not in buckets=."
+)
+_DISAGREE = (
+    "{function}: the bucketed leaves {a} and {b} disagree on their number of rows ({na} and "
+    "{nb}); every array leaf of a bucketed argument, and every bucketed argument of a call, "
+    "must have the same number of rows on its row axis."
+)
+_AMBIGUOUS = (
+    "{function}: two of its programs return outputs of the same structure and shapes with "
+    "the rows on different axes, so staticfield cannot tell which axis to slice. Return the "
+    "rows on the same axis, or use two functions."
+)
+_SHARDED = (
+    "{function}: the bucketed argument {path} is sharded over {m} devices along its row "
+    "axis, and no size of bucket_sizes={sizes!r} at or above {rows} rows is a multiple of "
+    "{m}. Add one (e.g. {suggest})."
+)
+CHECK_ENV = "STATICFIELD_CHECK_BUCKETS"
+_AMBIGUOUS_AXES = object()
+
+
+@dataclasses.dataclass
+class _Call:
+    """The call in progress on this thread (read by the trace and by ``annotate``)."""
+
+    rows: int
+    bucket: int
+    traced: bool = False
+    check: bool = False
+
+
+def _is_array(x: Any) -> bool:
+    return isinstance(x, (np.ndarray, jax.Array)) and not isinstance(x, np.generic)
+
+
+def _keystr(path: tuple) -> str:
+    return jax.tree_util.keystr(path)
+
+
+class BucketSpec:
+    """The buckets of one function (see the module docstring)."""
+
+    def __init__(self, fn: Callable, function: str, buckets: Any, sizes: Any, mask: Any,
+                 static_names: frozenset) -> None:
+        if not isinstance(buckets, dict) or not buckets or any(
+                not isinstance(k, str) or not isinstance(v, int) or isinstance(v, bool) for k, v in buckets.items()):
+            raise TypeError(_BUCKETS.format(function=function, got=buckets))
+        sig = inspect.signature(fn)
+        params = list(sig.parameters)
+        var_kw = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+        for name in buckets:
+            if name not in sig.parameters:
+                raise TypeError(_NO_PARAM.format(function=function, name=name, params=", ".join(params)))
+            if name in static_names:
+                raise TypeError(_STATIC.format(function=function, name=name))
+        if mask not in (None, "valid"):
+            raise TypeError(_MASK.format(function=function, got=mask))
+        if mask and "valid" not in sig.parameters and not var_kw:
+            raise TypeError(_MASK_PARAM.format(function=function))
+        kinds = inspect.Parameter
+        self.fn = fn
+        self.function = function
+        self.axes = dict(buckets)
+        self.positions = {
+            name: params.index(name) for name in buckets
+            if sig.parameters[name].kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)
+        }
+        self.sizes = Sizes(function, sizes)
+        self.mask = mask
+        self.options = {"buckets": dict(buckets), "bucket_sizes": sizes, "mask": mask}
+        self.stats: dict[int, dict[str, int]] = {}
+        self._out_axes: dict[Any, Any] = {}
+        self._local = threading.local()
+        self._lock = threading.Lock()
+
+    # ----- the call -----------------------------------------------------------------------
+    def _found(self, args: tuple, kwargs: dict) -> list[tuple[str, Any, bool]]:
+        """(name, value, positional) of each bucketed argument given in this call."""
+        found = []
+        for name in self.axes:
+            p = self.positions.get(name)
+            if p is not None and p < len(args):
+                found.append((name, args[p], True))
+            elif name in kwargs:
+                found.append((name, kwargs[name], False))
+        return found
+
+    def _leaves(self, name: str, value: Any) -> tuple[list, Any, list[int | None], list[str]]:
+        leaves, treedef = jax.tree_util.tree_flatten(value)
+        axis = self.axes[name]
+        axes: list[int | None] = []
+        for i, leaf in enumerate(leaves):
+            if not (_is_array(leaf) or isinstance(leaf, jax.core.Tracer)):
+                axes.append(None)  # a Python scalar, a string...: passes through
+                continue
+            ndim = np.ndim(leaf)
+            if not -ndim <= axis < ndim:
+                path = name + _keystr(jax.tree_util.tree_flatten_with_path(value)[0][i][0])
+                what = f"a {ndim}-d array of shape {tuple(np.shape(leaf))}"
+                raise ValueError(_LEAF_AXIS.format(function=self.function, path=path, what=what, axis=axis))
+            axes.append(axis % ndim)
+        return leaves, treedef, axes, []
+
+    def front(self, call: Callable[..., Any], tracker: Any) -> Callable[..., Any]:
+        """The bucketed call around the engine's ``call`` (see the module docstring)."""
+        spec = self
+
+        @functools.wraps(call)
+        def bucketed(*args: Any, **kwargs: Any) -> Any:
+            found = spec._found(args, kwargs)
+            if not found:
+                return call(*args, **kwargs)
+            parts = []
+            rows: int | None = None
+            first = ""
+            for name, value, positional in found:
+                leaves, treedef, axes, _ = spec._leaves(name, value)
+                for i, (leaf, axis) in enumerate(zip(leaves, axes)):
+                    if axis is None:
+                        continue
+                    n = np.shape(leaf)[axis]
+                    if rows is None:
+                        rows, first = n, spec._path(name, value, i)
+                    elif n != rows:
+                        raise ValueError(_DISAGREE.format(function=spec.function, a=first, na=rows,
+                                                          b=spec._path(name, value, i), nb=n))
+                parts.append((name, positional, leaves, treedef, axes))
+            if rows is None:
+                return call(*args, **kwargs)
+            names = ", ".join(f"`{name}`" for name, *_ in parts)
+            bucket = spec._bucket(rows, names, parts)
+            given = (args, kwargs)
+            args, kwargs = list(args), dict(kwargs)
+            if bucket != rows:
+                for name, positional, leaves, treedef, axes in parts:
+                    idx = [i for i, a in enumerate(axes) if a is not None]
+                    padded = _pad.pad([leaves[i] for i in idx], [axes[i] for i in idx], bucket)
+                    leaves = list(leaves)
+                    for i, p in zip(idx, padded):
+                        leaves[i] = p
+                    value = treedef.unflatten(leaves)
+                    if positional:
+                        args[spec.positions[name]] = value
+                    else:
+                        kwargs[name] = value
+            if spec.mask:
+                kwargs["valid"] = _pad.valid_mask(rows, bucket)
+            state = _Call(rows, bucket)
+            outer = getattr(spec._local, "call", None)
+            spec._local.call = state
+            try:
+                out = call(*args, **kwargs)
+            finally:
+                spec._local.call = outer
+            result = spec._slice(out, rows, bucket)
+            spec._count(rows, bucket)
+            if state.traced and state.check:
+                spec._check(given, result, rows, bucket)
+            return result
+
+        bucketed.__wrapped__ = call  # type: ignore[attr-defined]
+        return bucketed
+
+    def _path(self, name: str, value: Any, i: int) -> str:
+        if _is_array(value) or isinstance(value, jax.core.Tracer):
+            return f"`{name}`"
+        return f"`{name}{_keystr(jax.tree_util.tree_flatten_with_path(value)[0][i][0])}`"
+
+    def _bucket(self, rows: int, names: str, parts: list) -> int:
+        bucket = self.sizes.choose(rows, names)
+        m = self._mesh_multiple(parts)
+        if m > 1 and bucket % m:
+            if self.sizes.pow2 and not (m & (m - 1)):
+                return max(bucket, m) if bucket >= rows else m
+            fits = [s for s in getattr(self.sizes, "listed", []) if s >= rows and s % m == 0]
+            if self.sizes.pow2:
+                return -(-bucket // m) * m
+            if not fits:
+                raise ValueError(_SHARDED.format(function=self.function, path=names, m=m, sizes=self.sizes.spec,
+                                                 rows=rows, suggest=-(-rows // m) * m))
+            return fits[0]
+        return bucket
+
+    @staticmethod
+    def _mesh_multiple(parts: list) -> int:
+        """The number of devices the row axis is split over (1 when not sharded)."""
+        m = 1
+        for _, _, leaves, _, axes in parts:
+            for leaf, axis in zip(leaves, axes):
+                sharding = getattr(leaf, "sharding", None) if axis is not None else None
+                if sharding is None or not hasattr(sharding, "shard_shape"):
+                    continue
+                try:
+                    shard = sharding.shard_shape(np.shape(leaf))
+                except Exception:
+                    continue
+                if shard[axis]:
+                    m = max(m, np.shape(leaf)[axis] // shard[axis])
+        return m
+
+    def _slice(self, out: Any, rows: int, bucket: int) -> Any:
+        leaves, treedef = jax.tree_util.tree_flatten(out)
+        key = (treedef, tuple((np.shape(x), getattr(x, "dtype", None)) for x in leaves))
+        axes = self._out_axes.get(key)
+        if axes is _AMBIGUOUS_AXES:
+            raise BucketError(_AMBIGUOUS.format(function=self.function))
+        if axes is None:  # traced elsewhere (another process's program, eval_shape): re-derive
+            axes = [None] * len(leaves)
+        if bucket == rows or not any(a is not None for a in axes):
+            return out
+        return treedef.unflatten(_pad.cut(leaves, axes, rows))
+
+    def _count(self, rows: int, bucket: int) -> None:
+        with self._lock:
+            entry = self.stats.get(bucket)
+            if entry is None:
+                entry = self.stats[bucket] = {"calls": 0, "rows": 0, "padded": 0}
+            entry["calls"] += 1
+            entry["rows"] += rows
+            entry["padded"] += bucket - rows
+
+    def buckets(self) -> dict[int, dict[str, int]]:
+        """``{bucket: {"calls": n, "rows": real rows, "padded": rows added}}``."""
+        with self._lock:
+            return {b: dict(v) for b, v in sorted(self.stats.items())}
+
+    # ----- the trace ------------------------------------------------------------------------
+    def body(self, fn: Callable) -> Callable:
+        """What JAX traces in place of ``fn`` (see the module docstring)."""
+        spec = self
+
+        @functools.wraps(fn)
+        def traced(*args: Any, **kwargs: Any) -> Any:
+            return spec._traced(fn, args, kwargs)
+
+        return traced
+
+    def _traced(self, fn: Callable, args: tuple, kwargs: dict) -> Any:
+        state = getattr(self._local, "call", None)
+        if state is not None:
+            state.traced = True
+            state.check = os.environ.get(CHECK_ENV, "") not in ("", "0")
+        args, kwargs = list(args), dict(kwargs)
+        slots: list[tuple[str, bool, Any, list, list]] = []  # name, positional, treedef, leaves, states
+        inputs: list[Any] = []
+        states: list[Any] = []
+        for name, value, positional in self._found(tuple(args), kwargs):
+            leaves, treedef = jax.tree_util.tree_flatten(value)
+            axes = self._leaves(name, value)[2]
+            places = []
+            for i, (leaf, axis) in enumerate(zip(leaves, axes)):
+                if isinstance(leaf, jax.core.Tracer):
+                    places.append(len(inputs))
+                    inputs.append(leaf)
+                    states.append(None if axis is None else Row(axis, self._path(name, value, i).strip("`")))
+                else:
+                    places.append(None)
+            slots.append((name, positional, treedef, leaves, places))
+        if self.mask and isinstance(kwargs.get("valid"), jax.core.Tracer):
+            slots.append(("valid", False, None, [kwargs["valid"]], [len(inputs)]))
+            inputs.append(kwargs["valid"])
+            states.append(Row(0, "valid"))
+
+        def flat_fn(*xs: Any) -> Any:
+            a, k = list(args), dict(kwargs)
+            for name, positional, treedef, leaves, places in slots:
+                filled = [xs[p] if p is not None else leaf for leaf, p in zip(leaves, places)]
+                value = filled[0] if treedef is None else treedef.unflatten(filled)
+                if positional:
+                    a[self.positions[name]] = value
+                else:
+                    k[name] = value
+            return fn(*a, **k)
+
+        closed, out_shape = jax.make_jaxpr(flat_fn, return_shape=True)(*inputs)
+        try:
+            outs = Analysis(lenient=bool(self.mask)).run(closed.jaxpr, [None] * len(closed.jaxpr.constvars), states)
+        except Mixing as exc:
+            raise BucketError(self._mixing_message(exc)) from None
+        shapes, out_tree = jax.tree_util.tree_flatten(out_shape)
+        axes = [s.axis if isinstance(s, Row) else None for s in outs]
+        if not self.mask:
+            for (path, aval), axis in zip(jax.tree_util.tree_flatten_with_path(out_shape)[0], axes):
+                if axis is None:
+                    names = ", ".join(f"`{n}`" for n in self.axes)
+                    text = f"{aval.dtype}{list(aval.shape)}"
+                    raise BucketError(NO_ROW_OUTPUT.format(function=self.function, path=_keystr(path) or "(the result)",
+                                                           aval=text, names=names))
+        key = (out_tree, tuple((tuple(s.shape), s.dtype) for s in shapes))
+        with self._lock:
+            known = self._out_axes.get(key)
+            self._out_axes[key] = axes if known is None or known == axes else _AMBIGUOUS_AXES
+        flat_out = jaxpr_as_fun(closed)(*inputs)
+        return out_tree.unflatten(flat_out)
+
+    def _mixing_message(self, exc: Mixing) -> str:
+        from jax._src import source_info_util  # the user's line of an equation
+
+        try:
+            where = source_info_util.summarize(exc.eqn.source_info)
+        except Exception:
+            where = "an unknown line"
+        name = exc.eqn.primitive.name
+        params = {k: v for k, v in exc.eqn.params.items() if k in ("axes", "dimension", "axis", "dimensions")}
+        operation = f"`{name}`" + (f" ({', '.join(f'{k}={v}' for k, v in params.items())})" if params else "")
+        return MIXES_ROWS.format(function=self.function, origin=exc.row.origin, axis=exc.row.axis,
+                                 operation=operation, where=where, why=exc.why)
+
+    # ----- checking mode --------------------------------------------------------------------
+    def _check(self, given: tuple, result: Any, rows: int, bucket: int) -> None:
+        """``STATICFIELD_CHECK_BUCKETS=1``: run the unpadded call (op by op) and compare."""
+        if any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(result)):
+            return  # under a transformation: nothing concrete to compare
+        args, kwargs = given
+        if self.mask:
+            kwargs = dict(kwargs, valid=np.ones(rows, bool))
+        expected = self.fn(*args, **kwargs)
+        got_leaves = jax.tree_util.tree_flatten_with_path(result)[0]
+        want_leaves = jax.tree_util.tree_leaves(expected)
+        for (path, got), want in zip(got_leaves, want_leaves):
+            got, want = np.asarray(got), np.asarray(want)
+            if got.shape != want.shape:
+                detail = f"shape {got.shape} against {want.shape}"
+            elif np.issubdtype(got.dtype, np.inexact):
+                if np.allclose(got, want, rtol=1e-5, atol=1e-6, equal_nan=True):
+                    continue
+                detail = f"largest difference {np.nanmax(np.abs(got - want)):.3g}"
+            elif np.array_equal(got, want):
+                continue
+            else:
+                detail = "values differ"
+            raise BucketCheckError(CHECK_FAILED.format(function=self.function, path=_keystr(path) or "(the result)",
+                                                       rows=rows, bucket=bucket, detail=detail))
+
+    # ----- explanations ---------------------------------------------------------------------
+    def explain(self, changes: list[Change]) -> list[Change]:
+        """Shape changes of the bucketed arguments on their row axis, as ``"bucket"`` changes."""
+        state = getattr(self._local, "call", None)
+        out: list[Change] = []
+        done: set[str] = set()
+        for change in changes:
+            root = change.path.split(".", 1)[0].split("[", 1)[0]
+            if change.kind == "shape" and root in self.axes and state is not None:
+                old, new = _dims(change.old), _dims(change.new)
+                axis = self.axes[root]
+                if old is not None and new is not None and len(old) == len(new) and -len(old) <= axis < len(old):
+                    k = axis % len(old)
+                    if [d for i, d in enumerate(old) if i != k] == [d for i, d in enumerate(new) if i != k]:
+                        if root not in done:
+                            done.add(root)
+                            path = f"{change.path}.shape[{k}]" if change.path == root else f"{root}[...].shape[{k}]"
+                            out.append(Change(path, "bucket", str(old[k]), str(new[k]),
+                                              rows=str(state.rows)))
+                        continue
+            out.append(change)
+        return out
+
+    def annotate(self, event: Recompile) -> Recompile:
+        changes = self.explain(event.changes)
+        return event if changes == event.changes else dataclasses.replace(event, changes=changes)
+
+
+def _dims(text: str) -> list[int] | None:
+    """The dimensions in an aval's text (``f32[32,4]`` → ``[32, 4]``)."""
+    if not text.endswith("]") or "[" not in text:
+        return None
+    inner = text.rsplit("[", 1)[1][:-1]
+    try:
+        return [int(d) for d in inner.split(",")] if inner else []
+    except ValueError:
+        return None
+
+
+def bucket_spec(fn: Callable, function: str, options: dict[str, Any], static_names: frozenset) -> BucketSpec | None:
+    """The ``BucketSpec`` of ``sf.jit``/``jit_method`` options (``None`` without ``buckets=``);
+    pops ``buckets``, ``bucket_sizes`` and ``mask`` from ``options``."""
+    buckets = options.pop("buckets", None)
+    sizes = options.pop("bucket_sizes", "pow2")
+    mask = options.pop("mask", None)
+    if buckets is None:
+        if sizes != "pow2" or mask is not None:
+            raise TypeError(f"{function}: bucket_sizes= and mask= apply to buckets=; pass buckets= "
+                            "(e.g. buckets={\"x\": 0}) or drop them.")
+        return None
+    return BucketSpec(fn, function, buckets, sizes, mask, static_names)
