@@ -140,7 +140,7 @@ class BucketSpec:
                 found.append((name, kwargs[name], False))
         return found
 
-    def _leaves(self, name: str, value: Any) -> tuple[list, Any, list[int | None], list[str]]:
+    def _leaves(self, name: str, value: Any, strict: bool = True) -> tuple[list, Any, list[int | None], list[str]]:
         leaves, treedef = jax.tree_util.tree_flatten(value)
         axis = self.axes[name]
         axes: list[int | None] = []
@@ -149,6 +149,9 @@ class BucketSpec:
                 axes.append(None)  # a Python scalar, a string...: passes through
                 continue
             ndim = np.ndim(leaf)
+            if not strict and not -ndim <= axis < ndim:  # a Python scalar that JAX made a tracer
+                axes.append(None)
+                continue
             if not -ndim <= axis < ndim:
                 path = name + _keystr(jax.tree_util.tree_flatten_with_path(value)[0][i][0])
                 what = f"a {ndim}-d array of shape {tuple(np.shape(leaf))}"
@@ -301,7 +304,7 @@ class BucketSpec:
         states: list[Any] = []
         for name, value, positional in self._found(tuple(args), kwargs):
             leaves, treedef = jax.tree_util.tree_flatten(value)
-            axes = self._leaves(name, value)[2]
+            axes = self._leaves(name, value, strict=False)[2]
             places = []
             for i, (leaf, axis) in enumerate(zip(leaves, axes)):
                 if isinstance(leaf, jax.core.Tracer):
@@ -351,14 +354,24 @@ class BucketSpec:
     def _mixing_message(self, exc: Mixing) -> str:
         from jax._src import source_info_util  # the user's line of an equation
 
-        try:
-            where = source_info_util.summarize(exc.eqn.source_info)
-        except Exception:
-            where = "an unknown line"
+        where = "an unknown line"
+        for eqn in (exc.eqn, *exc.outer):  # inside a library's jit, the line of the call
+            try:
+                text = source_info_util.summarize(eqn.source_info)
+            except Exception:
+                continue
+            if text and not text.startswith("unknown") and ":" in text:
+                where = text
+                break
         name = exc.eqn.primitive.name
-        params = {k: v for k, v in exc.eqn.params.items() if k in ("axes", "dimension", "axis", "dimensions")}
+        params = {k: v for k, v in exc.eqn.params.items() if k in ("axes", "dimension", "axis", "dimensions")
+                  and v is not None}
         operation = f"`{name}`" + (f" ({', '.join(f'{k}={v}' for k, v in params.items())})" if params else "")
-        return MIXES_ROWS.format(function=self.function, origin=exc.row.origin, axis=exc.row.axis,
+        root = exc.row.origin.split(".", 1)[0].split("[", 1)[0]
+        declared = self.axes.get(root, exc.row.axis)
+        if declared != exc.row.axis:
+            operation += f" (where the rows are on axis {exc.row.axis})"
+        return MIXES_ROWS.format(function=self.function, origin=exc.row.origin, axis=declared,
                                  operation=operation, where=where, why=exc.why)
 
     # ----- checking mode --------------------------------------------------------------------
@@ -403,7 +416,7 @@ class BucketSpec:
                     if [d for i, d in enumerate(old) if i != k] == [d for i, d in enumerate(new) if i != k]:
                         if root not in done:
                             done.add(root)
-                            path = f"{change.path}.shape[{k}]" if change.path == root else f"{root}[...].shape[{k}]"
+                            path = f"{change.path}.shape[{k}]" if change.path == root else f"{root}.*.shape[{k}]"
                             out.append(Change(path, "bucket", str(old[k]), str(new[k]),
                                               rows=str(state.rows)))
                         continue

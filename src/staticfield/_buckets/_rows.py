@@ -39,6 +39,7 @@ class Mixing(Exception):
     def __init__(self, eqn: Any, why: str, row: Row) -> None:
         super().__init__(why)
         self.eqn, self.why, self.row = eqn, why, row
+        self.outer: list = []  # the enclosing call equations, innermost first (for the line)
 
 
 SCALAR = Pure(frozenset(range(64)))
@@ -86,8 +87,10 @@ class Analysis:
                     if rule is None:
                         raise Mixing(eqn, "has no row rule (staticfield cannot prove it row-wise)", rows[0])
                     outs = rule(self, eqn, states)
-                except Mixing:
+                except Mixing as exc:
                     if not self.lenient:
+                        if exc.eqn is not eqn:
+                            exc.outer.append(eqn)
                         raise
                     outs = lenient_outs(eqn, states)
             for v, s in zip(eqn.outvars, outs):

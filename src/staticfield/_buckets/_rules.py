@@ -32,7 +32,7 @@ threefry2x32 square cumsum_p
 REDUCTIONS = frozenset("reduce_sum reduce_max reduce_min reduce_prod reduce_and reduce_or "
                        "reduce_xor argmax argmin reduce".split())
 CUMULATIVE = frozenset("cumsum cumprod cummax cummin cumlogsumexp".split())
-CALLS = ("jit", "pjit", "closed_call", "core_call", "remat", "checkpoint", "custom_jvp_call",
+CALLS = ("jit", "pjit", "closed_call", "core_call", "remat", "remat2", "checkpoint", "custom_jvp_call",
          "custom_vjp_call", "custom_vjp_call_jaxpr", "custom_lin")
 
 

@@ -1,7 +1,7 @@
 """Bucket sizes: which padded size a row count goes to.
 
 ``"pow2"`` (1, 2, 4, ...), a sorted list of sizes, or ``"auto"``: the exact row count
-until the row count first changes, then pow2 (torch.compile's automatic dynamic shapes,
+until the row count first changes, then pow2 (the first size keeps its exact program) (torch.compile's automatic dynamic shapes,
 in buckets). A pow2 bucket wastes less than half of its rows: ``n`` rows pad to fewer
 than ``2n``.
 """
@@ -32,7 +32,6 @@ class Sizes:
         self.auto = sizes == "auto"
         self.pow2 = sizes in ("pow2", "auto")
         self._first: int | None = None  # "auto": the exact size, until another is seen
-        self._moved = False
         self._lock = threading.Lock()
         if not self.pow2:
             if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__iter__"):
@@ -44,13 +43,12 @@ class Sizes:
             self.listed = listed
 
     def choose(self, n: int, names: str) -> int:
-        if self.auto and not self._moved:
+        if self.auto:
             with self._lock:
                 if self._first is None:
                     self._first = n
-                if n == self._first:
-                    return n
-                self._moved = True
+            if n == self._first:  # the first size keeps its exact program
+                return n
         if self.pow2:
             return 1 if n <= 1 else 1 << (n - 1).bit_length()
         i = bisect.bisect_left(self.listed, n)

@@ -72,6 +72,7 @@ class WatchedFunction:
     location: str
     compiles: list[Compile] = dataclasses.field(default_factory=list)
     eager: bool = False  # an op-by-op primitive (jnp.ones(3) outside jit)
+    padding: bool = False  # a pad or slice program of buckets= (staticfield's, not the user's)
     note: str = ""  # why a recompile may show no changed argument
     failed_traces: int = 0  # traces that raised (nothing compiled)
     loads: int = 0  # programs loaded from the program store (no trace, no compile)
@@ -142,7 +143,7 @@ class watch:
         return to_dict(self.functions, self.notices, self.explained)
 
     def over_budget(self, max_compiles: int) -> list[WatchedFunction]:
-        return [f for f in self.functions if not f.eager and f.count > max_compiles]
+        return [f for f in self.functions if not f.eager and not f.padding and f.count > max_compiles]
 
     # -- called by the hooks; each catches its own failures -------------------------
 
@@ -171,10 +172,11 @@ class watch:
         with self._lock:
             entry = self._by_key.get(key)
             if entry is None:
-                entry = self._by_key[key] = WatchedFunction(name, location, eager=eager)
+                padding = bool(getattr(user_fun, "__staticfield_padding__", False))
+                entry = self._by_key[key] = WatchedFunction(name, location, eager=eager, padding=padding)
         changes: list[Change] = []
         description: dict = {}
-        if not eager:
+        if not eager and not entry.padding:
             description = _describe.describe(
                 user_fun, args, kwargs, static_argnums, static_argnames, static_leaf,
             )
