@@ -27,7 +27,7 @@ from jax.extend.core import jaxpr_as_fun
 from .._explain._diff import Change, Recompile
 from . import _pad
 from ._errors import CHECK_FAILED, MIXES_ROWS, NO_ROW_OUTPUT, BucketCheckError, BucketError
-from ._rows import Analysis, Mixing, Row
+from ._rows import Analysis, Mixed, Mixing, Row
 from ._sizes import Sizes
 
 _BUCKETS = (
@@ -336,7 +336,8 @@ class BucketSpec:
         except Mixing as exc:
             raise BucketError(self._mixing_message(exc)) from None
         shapes, out_tree = jax.tree_util.tree_flatten(out_shape)
-        axes = [s.axis if isinstance(s, Row) else None for s in outs]
+        axes = [s.axis if isinstance(s, Row) else self._mixed_axis(s, a, inputs, states)
+                for s, a in zip(outs, shapes)]
         if not self.mask:
             for (path, aval), axis in zip(jax.tree_util.tree_flatten_with_path(out_shape)[0], axes):
                 if axis is None:
@@ -350,6 +351,19 @@ class BucketSpec:
             self._out_axes[key] = axes if known is None or known == axes else _AMBIGUOUS_AXES
         flat_out = jaxpr_as_fun(closed)(*inputs)
         return out_tree.unflatten(flat_out)
+
+    def _mixed_axis(self, state: Any, aval: Any, inputs: list, states: list) -> int | None:
+        """``mask=``: a ``Mixed`` output is sliced on its declared row axis when it still has
+        the bucket's size there."""
+        if not isinstance(state, Mixed):
+            return None
+        root = state.origin.split(".", 1)[0].split("[", 1)[0]
+        axis = self.axes.get(root, 0) if root != "valid" else next(iter(self.axes.values()))
+        bucket = next((np.shape(x)[s.axis] for x, s in zip(inputs, states) if isinstance(s, Row)), None)
+        ndim = len(aval.shape)
+        if bucket is None or not -ndim <= axis < ndim or aval.shape[axis % ndim] != bucket:
+            return None
+        return axis % ndim
 
     def _mixing_message(self, exc: Mixing) -> str:
         from jax._src import source_info_util  # the user's line of an equation

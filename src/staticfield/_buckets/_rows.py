@@ -9,6 +9,7 @@ Each variable of the program has a state:
                     depend on the axis's length (zeros, ``iota``, a broadcast of a scalar)
 ``Row(axis, ...)``  carries the rows on ``axis``: its row ``i`` is computed from row ``i``
                     of the bucketed inputs only
+``Mixed(...)``      (``mask=`` only) computed from the rows, the row axis lost
 ==================  ===================================================================
 
 A free value that meets a row value along the row axis must be ``Pure`` there (in the
@@ -16,7 +17,8 @@ unpadded call it would have had the real row count, so it was made from the shap
 ``_rules`` holds one rule per primitive; an equation without a rule that touches a row
 value counts as mixing rows (``Mixing``). With ``lenient=True`` (``mask=``) nothing is
 refused: a mixing equation's outputs keep the row axis where their shape still has the
-row count there, and are otherwise free (not sliced).
+row count there, and are otherwise ``Mixed``; ``_front`` slices a ``Mixed`` output that
+still has the bucket's size on the declared row axis.
 """
 
 from __future__ import annotations
@@ -31,6 +33,12 @@ class Row(NamedTuple):
 
 class Pure(NamedTuple):
     axes: frozenset
+
+
+class Mixed(NamedTuple):
+    """``mask=`` only: computed from the rows, the row axis lost (a reduction, a roll)."""
+
+    origin: str
 
 
 class Mixing(Exception):
@@ -77,6 +85,7 @@ class Analysis:
         for eqn in jaxpr.eqns:
             states = [read(v) for v in eqn.invars]
             rows = [s for s in states if isinstance(s, Row)]
+            mixed = [s for s in states if isinstance(s, (Row, Mixed))]
             if not eqn.outvars:
                 outs: list = []
             elif not rows:
@@ -93,6 +102,9 @@ class Analysis:
                             exc.outer.append(eqn)
                         raise
                     outs = lenient_outs(eqn, states)
+            if mixed and self.lenient:
+                origin = mixed[0].origin
+                outs = [s if isinstance(s, Row) else Mixed(origin) for s in outs]
             for v, s in zip(eqn.outvars, outs):
                 env[v] = s
         return [read(v) for v in jaxpr.outvars]
