@@ -391,3 +391,33 @@ def test_auto_checks_rows_of_the_exact_program_too():
     f = sf.jit(lambda x: x - x.mean(axis=0), buckets={"x": 0}, bucket_sizes="auto")
     with pytest.raises(sf.BucketError):
         f(rows(3))
+
+
+def test_deps_read_shares_bucket_programs_across_unread_statics():
+    """deps="read" with buckets=: a static the method does not read shares the bucket's program."""
+    traces = 0
+
+    @sf.dataclass
+    class Net:
+        w: jax.Array
+        act: str = sf.static(default="tanh")
+        tag: int = sf.static(default=0)
+
+        @sf.jit_method(deps="read", buckets={"x": 0})
+        def apply(self, x):
+            nonlocal traces
+            traces += 1
+            return jnp.tanh(x @ self.w) if self.act == "tanh" else x @ self.w
+
+    for n, tag in ((3, 0), (4, 1), (5, 2), (3, 3)):
+        assert Net(jnp.ones((4, 2)), tag=tag).apply(np.ones((n, 4), np.float32)).shape == (n, 2)
+    assert Net.apply.compile_count == traces == 2
+    assert Net.apply.buckets() == {4: {"calls": 3, "rows": 10, "padded": 2}, 8: {"calls": 1, "rows": 5, "padded": 3}}
+
+
+def test_an_exact_bucket_donates_the_callers_array():
+    """Donation of a batch that is exactly a bucket's size donates the caller's own array."""
+    f = sf.jit(lambda x: x * 2, buckets={"x": 0}, donate_argnums=0)
+    x = jnp.ones((4, 2))
+    f(x)
+    assert x.is_deleted()

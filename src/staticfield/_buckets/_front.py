@@ -225,19 +225,19 @@ class BucketSpec:
         return f"`{name}{_keystr(jax.tree_util.tree_flatten_with_path(value)[0][i][0])}`"
 
     def _bucket(self, rows: int, names: str, parts: list) -> int:
+        """The bucket for ``rows``; with the row axis sharded over ``m`` devices, a multiple of
+        ``m`` (pow2: rounded up; a list: the smallest listed size that is one)."""
         bucket = self.sizes.choose(rows, names)
         m = self._mesh_multiple(parts)
-        if m > 1 and bucket % m:
-            if self.sizes.pow2 and not (m & (m - 1)):
-                return max(bucket, m) if bucket >= rows else m
-            fits = [s for s in getattr(self.sizes, "listed", []) if s >= rows and s % m == 0]
-            if self.sizes.pow2:
-                return -(-bucket // m) * m
-            if not fits:
-                raise ValueError(_SHARDED.format(function=self.function, path=names, m=m, sizes=self.sizes.spec,
-                                                 rows=rows, suggest=-(-rows // m) * m))
-            return fits[0]
-        return bucket
+        if m <= 1 or bucket % m == 0:
+            return bucket
+        if self.sizes.pow2:
+            return -(-bucket // m) * m
+        fits = [s for s in self.sizes.listed if s >= rows and s % m == 0]
+        if not fits:
+            raise ValueError(_SHARDED.format(function=self.function, path=names, m=m, sizes=self.sizes.spec,
+                                             rows=rows, suggest=-(-rows // m) * m))
+        return fits[0]
 
     @staticmethod
     def _mesh_multiple(parts: list) -> int:
