@@ -421,3 +421,34 @@ def test_an_exact_bucket_donates_the_callers_array():
     x = jnp.ones((4, 2))
     f(x)
     assert x.is_deleted()
+
+
+_STORE_SCRIPT = """
+import jax.numpy as jnp, numpy as np
+import staticfield as sf
+
+@sf.jit(buckets={"x": 0})
+def f(x, w):
+    return jnp.tanh(x @ w), x[:, :1] * 2
+
+y, z = f(np.ones((5, 3), np.float32), np.ones((3, 2), np.float32))
+print(y.shape, z.shape, f.compile_count, f.load_count)
+"""
+
+
+def test_a_program_loaded_from_a_program_store_is_sliced(tmp_path):
+    """A bucket program loaded from a program store (not traced in this process) still has
+    its outputs sliced back to the real rows."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "script.py").write_text(_STORE_SCRIPT)
+    env = dict(os.environ, STATICFIELD_PROGRAM_STORE=str(tmp_path / "store"))
+    lines = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, str(tmp_path / "script.py")], env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        lines.append(done.stdout.strip())
+    assert lines == ["(5, 2) (5, 1) 1 0", "(5, 2) (5, 1) 0 1"]

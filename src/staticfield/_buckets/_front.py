@@ -62,8 +62,9 @@ _DISAGREE = (
 )
 _AMBIGUOUS = (
     "{function}: two of its programs return outputs of the same structure and shapes with "
-    "the rows on different axes, so staticfield cannot tell which axis to slice. Return the "
-    "rows on the same axis, or use two functions."
+    "the rows on different axes (or the output's row axes could not be found), so "
+    "staticfield cannot tell which axis to slice. Return the rows on the same axis, or use "
+    "two functions."
 )
 _SHARDED = (
     "{function}: the bucketed argument {path} is sharded over {m} devices along its row "
@@ -114,6 +115,8 @@ class BucketSpec:
             raise TypeError(_MASK_PARAM.format(function=function))
         kinds = inspect.Parameter
         self.fn = fn
+        self.params = params
+        self.static_names = static_names
         self.function = function
         self.axes = dict(buckets)
         self.positions = {
@@ -210,7 +213,7 @@ class BucketSpec:
                 out = call(*args, **kwargs)
             finally:
                 spec._local.call = outer
-            result = spec._slice(out, rows, bucket)
+            result = spec._slice(out, rows, bucket, args, kwargs)
             spec._count(rows, bucket)
             if state.traced and state.check:
                 spec._check(given, result, rows, bucket)
@@ -256,17 +259,42 @@ class BucketSpec:
                     m = max(m, np.shape(leaf)[axis] // shard[axis])
         return m
 
-    def _slice(self, out: Any, rows: int, bucket: int) -> Any:
+    def _slice(self, out: Any, rows: int, bucket: int, args: list, kwargs: dict) -> Any:
+        if bucket == rows:
+            return out
         leaves, treedef = jax.tree_util.tree_flatten(out)
-        key = (treedef, tuple((np.shape(x), getattr(x, "dtype", None)) for x in leaves))
+        key = (treedef, tuple((tuple(np.shape(x)), np.dtype(x.dtype)) for x in leaves))
         axes = self._out_axes.get(key)
-        if axes is _AMBIGUOUS_AXES:
+        if axes is None:  # a program this process did not trace (loaded from a program store)
+            self._derive(args, kwargs)
+            axes = self._out_axes.get(key)
+        if axes is _AMBIGUOUS_AXES or axes is None:
             raise BucketError(_AMBIGUOUS.format(function=self.function))
-        if axes is None:  # traced elsewhere (another process's program, eval_shape): re-derive
-            axes = [None] * len(leaves)
         if bucket == rows or not any(a is not None for a in axes):
             return out
         return treedef.unflatten(_pad.cut(leaves, axes, rows))
+
+    def _derive(self, args: list, kwargs: dict) -> None:
+        """Trace the body abstractly (no compile, not counted) to learn which outputs carry
+        the rows, for a program that was not traced in this process."""
+        static = {i for i, name in enumerate(self.params) if name in self.static_names}
+        fixed = {i: a for i, a in enumerate(args) if i in static}
+        fixed_kw = {k: v for k, v in kwargs.items() if k in self.static_names}
+        dyn = [a for i, a in enumerate(args) if i not in static]
+        dyn_kw = {k: v for k, v in kwargs.items() if k not in self.static_names}
+        body = self.body(self.fn)
+
+        def abstract(dyn: list, dyn_kw: dict) -> Any:
+            it = iter(dyn)
+            full = [fixed[i] if i in fixed else next(it) for i in range(len(args))]
+            return body(*full, **dyn_kw, **fixed_kw)
+
+        outer = getattr(self._local, "call", None)
+        self._local.call = None
+        try:
+            jax.eval_shape(abstract, dyn, dyn_kw)
+        finally:
+            self._local.call = outer
 
     def _count(self, rows: int, bucket: int) -> None:
         with self._lock:
@@ -345,7 +373,7 @@ class BucketSpec:
                     text = f"{aval.dtype}{list(aval.shape)}"
                     raise BucketError(NO_ROW_OUTPUT.format(function=self.function, path=_keystr(path) or "(the result)",
                                                            aval=text, names=names))
-        key = (out_tree, tuple((tuple(s.shape), s.dtype) for s in shapes))
+        key = (out_tree, tuple((tuple(s.shape), np.dtype(s.dtype)) for s in shapes))
         with self._lock:
             known = self._out_axes.get(key)
             self._out_axes[key] = axes if known is None or known == axes else _AMBIGUOUS_AXES
