@@ -24,6 +24,7 @@ import jax
 import numpy as np
 from jax.extend.core import jaxpr_as_fun
 
+from .._core import _compat
 from .._explain._diff import Change, Recompile
 from . import _pad
 from ._errors import CHECK_FAILED, MIXES_ROWS, NO_ROW_OUTPUT, BucketCheckError, BucketError
@@ -72,6 +73,7 @@ _SHARDED = (
     "{m}. Add one (e.g. {suggest})."
 )
 CHECK_ENV = "STATICFIELD_CHECK_BUCKETS"
+_ARRAY = _compat.get("array_impl") or np.ndarray  # jax.Array's concrete class
 _AMBIGUOUS_AXES = object()
 
 
@@ -162,57 +164,63 @@ class BucketSpec:
             axes.append(axis % ndim)
         return leaves, treedef, axes, []
 
-    def front(self, call: Callable[..., Any], tracker: Any) -> Callable[..., Any]:
-        """The bucketed call around the engine's ``call`` (see the module docstring)."""
+    def front(self, call: Callable[..., Any]) -> Callable[..., Any]:
+        """The bucketed call around ``call`` (the engine's, or ``sf.jit``'s hit path)."""
         spec = self
+        plain = (np.ndarray, _ARRAY)
 
         @functools.wraps(call)
         def bucketed(*args: Any, **kwargs: Any) -> Any:
             found = spec._found(args, kwargs)
-            if not found:
-                return call(*args, **kwargs)
             parts = []
             rows: int | None = None
-            first = ""
             for name, value, positional in found:
-                leaves, treedef, axes, _ = spec._leaves(name, value)
+                if value.__class__ in plain:  # one array: no tree to flatten
+                    leaves, treedef, axes = [value], None, [spec._axis(name, value)]
+                else:
+                    leaves, treedef, axes, _ = spec._leaves(name, value)
                 for i, (leaf, axis) in enumerate(zip(leaves, axes)):
                     if axis is None:
                         continue
-                    n = np.shape(leaf)[axis]
+                    n = leaf.shape[axis]
                     if rows is None:
-                        rows, first = n, spec._path(name, value, i)
+                        rows, first = n, (name, value, i)
                     elif n != rows:
-                        raise ValueError(_DISAGREE.format(function=spec.function, a=first, na=rows,
+                        raise ValueError(_DISAGREE.format(function=spec.function, a=spec._path(*first), na=rows,
                                                           b=spec._path(name, value, i), nb=n))
                 parts.append((name, positional, leaves, treedef, axes))
             if rows is None:
                 return call(*args, **kwargs)
-            names = ", ".join(f"`{name}`" for name, *_ in parts)
-            bucket = spec._bucket(rows, names, parts)
+            bucket = spec._bucket(rows, parts)
             given = (args, kwargs)
-            args, kwargs = list(args), dict(kwargs)
             if bucket != rows:
-                for name, positional, leaves, treedef, axes in parts:
-                    idx = [i for i, a in enumerate(axes) if a is not None]
-                    padded = _pad.pad([leaves[i] for i in idx], [axes[i] for i in idx], bucket)
-                    leaves = list(leaves)
-                    for i, p in zip(idx, padded):
-                        leaves[i] = p
-                    value = treedef.unflatten(leaves)
+                args, kwargs = list(args), dict(kwargs)
+                flat, where = [], []
+                for p, (name, positional, leaves, treedef, axes) in enumerate(parts):
+                    for i, axis in enumerate(axes):
+                        if axis is not None:
+                            flat.append(leaves[i])
+                            where.append((p, i, axis))
+                padded = _pad.pad(flat, [w[2] for w in where], bucket)
+                new = [list(part[2]) for part in parts]
+                for (p, i, _), leaf in zip(where, padded):
+                    new[p][i] = leaf
+                for (name, positional, _, treedef, _), leaves in zip(parts, new):
+                    value = leaves[0] if treedef is None else treedef.unflatten(leaves)
                     if positional:
                         args[spec.positions[name]] = value
                     else:
                         kwargs[name] = value
             if spec.mask:
-                kwargs["valid"] = _pad.valid_mask(rows, bucket)
+                kwargs = dict(kwargs, valid=_pad.valid_mask(rows, bucket))
             state = _Call(rows, bucket)
-            outer = getattr(spec._local, "call", None)
-            spec._local.call = state
+            local = spec._local
+            outer = getattr(local, "call", None)
+            local.call = state
             try:
                 out = call(*args, **kwargs)
             finally:
-                spec._local.call = outer
+                local.call = outer
             result = spec._slice(out, rows, bucket, args, kwargs)
             spec._count(rows, bucket)
             if state.traced and state.check:
@@ -222,14 +230,23 @@ class BucketSpec:
         bucketed.__wrapped__ = call  # type: ignore[attr-defined]
         return bucketed
 
+    def _axis(self, name: str, value: Any) -> int:
+        """The row axis of a bucketed argument that is one array."""
+        axis, ndim = self.axes[name], value.ndim
+        if not -ndim <= axis < ndim:
+            what = f"a {ndim}-d array of shape {tuple(value.shape)}"
+            raise ValueError(_LEAF_AXIS.format(function=self.function, path=name, what=what, axis=axis))
+        return axis % ndim
+
     def _path(self, name: str, value: Any, i: int) -> str:
         if _is_array(value) or isinstance(value, jax.core.Tracer):
             return f"`{name}`"
         return f"`{name}{_keystr(jax.tree_util.tree_flatten_with_path(value)[0][i][0])}`"
 
-    def _bucket(self, rows: int, names: str, parts: list) -> int:
+    def _bucket(self, rows: int, parts: list) -> int:
         """The bucket for ``rows``; with the row axis sharded over ``m`` devices, a multiple of
         ``m`` (pow2: rounded up; a list: the smallest listed size that is one)."""
+        names = lambda: ", ".join(f"`{part[0]}`" for part in parts)  # noqa: E731 (for an error only)
         bucket = self.sizes.choose(rows, names)
         m = self._mesh_multiple(parts)
         if m <= 1 or bucket % m == 0:
@@ -238,7 +255,7 @@ class BucketSpec:
             return -(-bucket // m) * m
         fits = [s for s in self.sizes.listed if s >= rows and s % m == 0]
         if not fits:
-            raise ValueError(_SHARDED.format(function=self.function, path=names, m=m, sizes=self.sizes.spec,
+            raise ValueError(_SHARDED.format(function=self.function, path=names(), m=m, sizes=self.sizes.spec,
                                              rows=rows, suggest=-(-rows // m) * m))
         return fits[0]
 
@@ -249,7 +266,7 @@ class BucketSpec:
         for _, _, leaves, _, axes in parts:
             for leaf, axis in zip(leaves, axes):
                 sharding = getattr(leaf, "sharding", None) if axis is not None else None
-                if sharding is None or not hasattr(sharding, "shard_shape"):
+                if sharding is None or getattr(sharding, "num_devices", 2) == 1 or not hasattr(sharding, "shard_shape"):
                     continue
                 try:
                     shard = sharding.shard_shape(np.shape(leaf))
@@ -263,7 +280,7 @@ class BucketSpec:
         if bucket == rows:
             return out
         leaves, treedef = jax.tree_util.tree_flatten(out)
-        key = (treedef, tuple((tuple(np.shape(x)), np.dtype(x.dtype)) for x in leaves))
+        key = (treedef, tuple((x.shape, x.dtype) for x in leaves))
         axes = self._out_axes.get(key)
         if axes is None:  # a program this process did not trace (loaded from a program store)
             self._derive(args, kwargs)
@@ -373,7 +390,7 @@ class BucketSpec:
                     text = f"{aval.dtype}{list(aval.shape)}"
                     raise BucketError(NO_ROW_OUTPUT.format(function=self.function, path=_keystr(path) or "(the result)",
                                                            aval=text, names=names))
-        key = (out_tree, tuple((tuple(s.shape), np.dtype(s.dtype)) for s in shapes))
+        key = (out_tree, tuple((tuple(s.shape), s.dtype) for s in shapes))
         with self._lock:
             known = self._out_axes.get(key)
             self._out_axes[key] = axes if known is None or known == axes else _AMBIGUOUS_AXES

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import threading
-from typing import Any
+from typing import Any, Callable
 
 _SIZES = (
     "{function}: bucket_sizes must be \"pow2\", \"auto\" or a sorted list of positive ints, "
@@ -42,7 +42,8 @@ class Sizes:
                 raise TypeError(_SIZES.format(function=function, got=sizes))
             self.listed = listed
 
-    def choose(self, n: int, names: str) -> int:
+    def choose(self, n: int, names: Callable[[], str]) -> int:
+        """The bucket for ``n`` rows; ``names()`` names the bucketed arguments in an error."""
         if self.auto:
             with self._lock:
                 if self._first is None:
@@ -53,6 +54,6 @@ class Sizes:
             return 1 if n <= 1 else 1 << (n - 1).bit_length()
         i = bisect.bisect_left(self.listed, n)
         if i == len(self.listed):
-            raise ValueError(TOO_MANY.format(function=self.function, names=names, rows=n,
+            raise ValueError(TOO_MANY.format(function=self.function, names=names(), rows=n,
                                              largest=self.listed[-1], sizes=self.spec))
         return self.listed[i]

@@ -116,8 +116,8 @@ class JitFunction(Programs):
             else method_call(self.fn, self.variants, self.method_miss) if self.deps is None
             else deps_method_call(self.fn, self.variants, self.deps.retry)
         )
-        if buckets is not None:
-            self.call = buckets.front(self.call, self.tracker)
+        if buckets is not None and method:  # sf.jit wraps its own hit path (_hitpath.public_function)
+            self.call = buckets.front(self.call)
         # deps="read": obj.method is partial(bound_call, children, key), looked up on each call.
         self.bound_call = deps_bound_call(fn, self.variants, self.deps.retry) if self.deps else None
 

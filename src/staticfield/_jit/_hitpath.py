@@ -180,7 +180,7 @@ def public_function(engine: Any) -> Callable[..., Any]:
     """
     fn = engine.fn
     more: list[str] = []
-    if engine.has_static or engine.bucket_spec is not None:
+    if engine.has_static:
         lines = ["def call(*args, **kwargs):", "    return general(*args, **kwargs)"]
     else:
         lines, more = _plain_lines(plain_positional(fn, skip_self=False))
@@ -188,6 +188,8 @@ def public_function(engine: Any) -> Callable[..., Any]:
     namespace = {"SPECS": SPECS, "variants": engine.variants, "miss": engine.general_miss, "general": engine.call,
                  "hide": hide, "__sf_plain": None, "__sf_type": type, "__sf_Array": ARRAY}
     call = compile_functions(lines, ["call"], namespace, what=f"sf.jit hit path of {qualname(fn)}")["call"]
+    if engine.bucket_spec is not None:  # buckets=: pad, this hit path, slice
+        call = engine.bucket_spec.front(_as_user(call, fn))
     wrapper = JitWrapper(_as_user(call, fn))
     state = engine.tracker.__dict__
     state.update({k: v for k, v in getattr(fn, "__dict__", {}).items() if not k.startswith("__staticfield")})
