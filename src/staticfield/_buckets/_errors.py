@@ -22,7 +22,7 @@ MIXES_ROWS = (
 )
 
 NO_ROW_OUTPUT = (
-    "{function}: output {path} ({aval}) does not carry the row axis of the bucketed "
+    "{function}: {output} ({aval}) does not carry the row axis of the bucketed "
     "argument(s) {names}, so it cannot be sliced back to the real rows (it may be a "
     "reduction over rows, which padding would change). Return only per-row outputs, or "
     "pass mask=\"valid\" to sf.jit/jit_method and reduce over the real rows yourself "
@@ -30,7 +30,7 @@ NO_ROW_OUTPUT = (
 )
 
 CHECK_FAILED = (
-    "{function}: STATICFIELD_CHECK_BUCKETS=1: output {path} of the call with {rows} row(s) "
+    "{function}: STATICFIELD_CHECK_BUCKETS=1: {output} of the call with {rows} row(s) "
     "padded to bucket {bucket} differs from the unpadded call ({detail}). The function is "
     "not row-wise in a way the row analysis cannot see (the row count used as a number, "
     "x.shape[0] or len(x), is the usual cause). Use mask=\"valid\" and the real row count "

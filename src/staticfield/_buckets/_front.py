@@ -388,7 +388,7 @@ class BucketSpec:
                 if axis is None:
                     names = ", ".join(f"`{n}`" for n in self.axes)
                     text = f"{aval.dtype}{list(aval.shape)}"
-                    raise BucketError(NO_ROW_OUTPUT.format(function=self.function, path=_keystr(path) or "(the result)",
+                    raise BucketError(NO_ROW_OUTPUT.format(function=self.function, output=_output(path),
                                                            aval=text, names=names))
         key = (out_tree, tuple((tuple(s.shape), s.dtype) for s in shapes))
         with self._lock:
@@ -456,7 +456,7 @@ class BucketSpec:
                 continue
             else:
                 detail = "values differ"
-            raise BucketCheckError(CHECK_FAILED.format(function=self.function, path=_keystr(path) or "(the result)",
+            raise BucketCheckError(CHECK_FAILED.format(function=self.function, output=_output(path),
                                                        rows=rows, bucket=bucket, detail=detail))
 
     # ----- explanations ---------------------------------------------------------------------
@@ -485,6 +485,11 @@ class BucketSpec:
     def annotate(self, event: Recompile) -> Recompile:
         changes = self.explain(event.changes)
         return event if changes == event.changes else dataclasses.replace(event, changes=changes)
+
+
+def _output(path: tuple) -> str:
+    """``output ['y']``, or ``the output`` for a function that returns one array."""
+    return f"output {_keystr(path)}" if path else "the output"
 
 
 def _dims(text: str) -> list[int] | None:

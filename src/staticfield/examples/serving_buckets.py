@@ -26,14 +26,14 @@ def classify(x, w1, w2):
 
 
 def run():
-    """Serve 60 requests of random sizes; print each compile, then the buckets and the waste."""
+    """Serve 60 requests of random sizes; print each compile, the buckets, the waste and why."""
     sizes = [int(n) for n in np.random.RandomState(1).randint(1, 301, size=60)]
     for i, n in enumerate(sizes):
         before = classify.compile_count
         out = classify(np.ones((n, 8), np.float32), W1, W2)
         assert out.shape == (n, 4)  # the real rows only
         if classify.compile_count > before:
-            print(f"request {i:2d}: {n:3d} rows -> compiled (compile_count={classify.compile_count})")
+            print(f"request {i:2d}: {n:3d} rows -> compile_count={classify.compile_count} (compiled)")
     print(f"{len(sizes)} requests, {len(set(sizes))} distinct sizes (plain jax.jit: "
           f"{len(set(sizes))} compiles), classify.compile_count = {classify.compile_count}")
     stats = classify.buckets()
@@ -42,7 +42,7 @@ def run():
     rows = sum(s["rows"] for s in stats.values())
     padded = sum(s["padded"] for s in stats.values())
     print(f"padding waste: {padded} of {rows + padded} rows computed ({padded / rows:.0%} of the real rows)")
-    for event in classify.recompiles[:3]:
+    for event in classify.recompiles:
         print(event)
     return {"sizes": sizes, "compile_count": classify.compile_count, "buckets": stats,
             "recompiles": list(classify.recompiles)}
