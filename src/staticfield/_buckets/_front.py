@@ -150,7 +150,7 @@ class BucketSpec:
         axis = self.axes[name]
         axes: list[int | None] = []
         for i, leaf in enumerate(leaves):
-            if not (_is_array(leaf) or isinstance(leaf, jax.core.Tracer)):
+            if not (_is_array(leaf) or isinstance(leaf, _compat.Tracer)):
                 axes.append(None)  # a Python scalar, a string...: passes through
                 continue
             ndim = np.ndim(leaf)
@@ -239,7 +239,7 @@ class BucketSpec:
         return axis % ndim
 
     def _path(self, name: str, value: Any, i: int) -> str:
-        if _is_array(value) or isinstance(value, jax.core.Tracer):
+        if _is_array(value) or isinstance(value, _compat.Tracer):
             return f"`{name}`"
         return f"`{name}{_keystr(jax.tree_util.tree_flatten_with_path(value)[0][i][0])}`"
 
@@ -352,14 +352,14 @@ class BucketSpec:
             axes = self._leaves(name, value, strict=False)[2]
             places = []
             for i, (leaf, axis) in enumerate(zip(leaves, axes)):
-                if isinstance(leaf, jax.core.Tracer):
+                if isinstance(leaf, _compat.Tracer):
                     places.append(len(inputs))
                     inputs.append(leaf)
                     states.append(None if axis is None else Row(axis, self._path(name, value, i).strip("`")))
                 else:
                     places.append(None)
             slots.append((name, positional, treedef, leaves, places))
-        if self.mask and isinstance(kwargs.get("valid"), jax.core.Tracer):
+        if self.mask and isinstance(kwargs.get("valid"), _compat.Tracer):
             slots.append(("valid", False, None, [kwargs["valid"]], [len(inputs)]))
             inputs.append(kwargs["valid"])
             states.append(Row(0, "valid"))
@@ -411,12 +411,11 @@ class BucketSpec:
         return axis % ndim
 
     def _mixing_message(self, exc: Mixing) -> str:
-        from jax._src import source_info_util  # the user's line of an equation
-
+        summarize = _compat.get("source_summary")  # the user's line of an equation
         where = "an unknown line"
-        for eqn in (exc.eqn, *exc.outer):  # inside a library's jit, the line of the call
+        for eqn in (exc.eqn, *exc.outer) if summarize is not None else ():  # in a library's jit: its call
             try:
-                text = source_info_util.summarize(eqn.source_info)
+                text = summarize(eqn.source_info)
             except Exception:
                 continue
             if text and not text.startswith("unknown") and ":" in text:
@@ -436,7 +435,7 @@ class BucketSpec:
     # ----- checking mode --------------------------------------------------------------------
     def _check(self, given: tuple, result: Any, rows: int, bucket: int) -> None:
         """``STATICFIELD_CHECK_BUCKETS=1``: run the unpadded call (op by op) and compare."""
-        if any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(result)):
+        if any(isinstance(x, _compat.Tracer) for x in jax.tree_util.tree_leaves(result)):
             return  # under a transformation: nothing concrete to compare
         args, kwargs = given
         if self.mask:

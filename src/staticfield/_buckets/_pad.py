@@ -20,6 +20,8 @@ import jax
 import numpy as np
 from jax import lax
 
+from .._core import _compat
+
 
 def _pad_one(leaf: Any, axis: int, bucket: int) -> Any:
     widths = [(0, 0, 0)] * leaf.ndim
@@ -61,7 +63,7 @@ def _sharded_pad(shardings: tuple) -> Any:
 
 
 def _is_tracer(x: Any) -> bool:
-    return isinstance(x, jax.core.Tracer)
+    return isinstance(x, _compat.Tracer)
 
 
 def pad(leaves: list, axes: list, bucket: int) -> list:

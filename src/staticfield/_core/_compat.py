@@ -53,6 +53,7 @@ FEATURES = {
     "tracebacks": "staticfield's own frames stay in the tracebacks of errors raised through it",
     "cache_size": "cache_size() cannot count compiled programs (compile_count still counts compiles)",
     "fast_check": "",  # a faster construction check only: without it, isinstance does the work
+    "bucket_lines": "sf.BucketError cannot name the source line of the operation that mixes rows",
 }
 
 PRIVATE: tuple[Private, ...] = (
@@ -71,6 +72,7 @@ PRIVATE: tuple[Private, ...] = (
             ("path",), "tracebacks"),
     Private("jitted_cache_size", "jaxlib", "PjitFunction._cache_size", None, "cache_size"),
     Private("array_impl", "jax._src.array", "ArrayImpl", None, "fast_check"),
+    Private("source_summary", "jax._src.source_info_util", "summarize", ("source_info",), "bucket_lines"),
 )
 
 
