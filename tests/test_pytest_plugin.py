@@ -270,3 +270,28 @@ def test_under_xdist_each_worker_counts_its_own_tests(pytester):
     assert sorted(counts) == ["test_budget.py::test_once[4]", "test_budget.py::test_once[5]",
                               "test_budget.py::test_once[6]", "test_budget.py::test_over"]
     assert all(counts[k] == 1 for k in counts if "once" in k)
+
+
+def test_bucket_padding_programs_are_not_counted(pytester):
+    """A bucketed function's pad and slice programs stay out of the budget: its own compiles count."""
+    make(pytester, """
+        import staticfield as sf
+
+        @sf.jit(buckets={"x": 0})
+        def triple(x):
+            return x * 3
+
+        @pytest.mark.max_compiles(2)
+        def test_many_sizes():
+            for n in range(9, 33):  # buckets 16 and 32; a pad and a slice program per size
+                assert triple(jnp.ones((n, 2))).shape == (n, 2)
+            assert triple.compile_count == 2
+
+        @pytest.mark.max_compiles(1)
+        def test_over():
+            triple(jnp.ones((40, 2)))
+            triple(jnp.ones((70, 2)))
+    """)
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, failed=1)
+    assert "this test compiled 2 time(s), over its budget of 1" in result.stdout.str()
