@@ -295,9 +295,20 @@ def _loop(a: Analysis, eqn: Any, body: Any, fixed: list, carry: list, rest: list
     raise Mixing(eqn, "has a loop carry whose rows never settle", _rows(eqn, [*fixed, *carry, *rest])[0][1])
 
 
+def _groups(ft: Any, n: int) -> list[list[int]]:
+    """jax 0.12's scan: the positions in each group of a flat tree (consts, carry, xs)."""
+    return [list(g) for g in ft.update(list(range(n))).unpack()]
+
+
 def scan(a: Analysis, eqn: Any, states: list) -> list:
     p = eqn.params
-    nc, nk = p["num_consts"], p["num_carry"]
+    if "num_consts" in p:  # up to jax 0.11
+        nc, nk = p["num_consts"], p["num_carry"]
+    else:  # jax 0.12: flat trees say which inputs are consts, carry and xs
+        consts_i, carry_i, _ = _groups(p["ft_in"], len(eqn.invars))
+        nc, nk = len(consts_i), len(carry_i)
+        if consts_i + carry_i != list(range(nc + nk)):
+            raise Mixing(eqn, "is a scan staticfield cannot read", _rows(eqn, states)[0][1])
     consts, carry, xs = states[:nc], states[nc:nc + nk], states[nc + nk:]
     inner_xs = []
     for v, s in zip(eqn.invars[nc + nk:], xs):
@@ -305,6 +316,8 @@ def scan(a: Analysis, eqn: Any, states: list) -> list:
             raise Mixing(eqn, "scans over the rows (each step sees the steps before it)", s)
         inner_xs.append(Row(s.axis - 1, s.origin) if isinstance(s, Row) else None)
     outs = _loop(a, eqn, p["jaxpr"], consts, carry, inner_xs)
+    if len(outs) != len(eqn.outvars):
+        raise Mixing(eqn, "is a scan staticfield cannot read", _rows(eqn, states)[0][1])
     ys = [Row(s.axis + 1, s.origin) if isinstance(s, Row) else None for s in outs[nk:]]
     return [*outs[:nk], *ys]
 
