@@ -75,16 +75,16 @@ _SHARDED = (
 CHECK_ENV = "STATICFIELD_CHECK_BUCKETS"
 _ARRAY = _compat.get("array_impl") or np.ndarray  # jax.Array's concrete class
 _AMBIGUOUS_AXES = object()
+_ONE = jax.tree_util.tree_structure(0)  # the tree of one leaf
 
 
-@dataclasses.dataclass
 class _Call:
     """The call in progress on this thread (read by the trace and by ``annotate``)."""
 
-    rows: int
-    bucket: int
-    traced: bool = False
-    check: bool = False
+    __slots__ = ("rows", "bucket", "traced", "check")
+
+    def __init__(self, rows: int, bucket: int) -> None:
+        self.rows, self.bucket, self.traced, self.check = rows, bucket, False, False
 
 
 def _is_array(x: Any) -> bool:
@@ -168,9 +168,35 @@ class BucketSpec:
         """The bucketed call around ``call`` (the engine's, or ``sf.jit``'s hit path)."""
         spec = self
         plain = (np.ndarray, _ARRAY)
+        [(only, only_axis)] = list(self.axes.items()) if len(self.axes) == 1 else [(None, 0)]
+        only_pos = self.positions.get(only, -1) if only is not None and not self.mask else -1
+        choose, pad_rows, host_pad = self.sizes.choose, _pad.pad_rows, _pad.host_pad
+        local = self._local
+        names = lambda: f"`{only}`"  # noqa: E731 (for an error only)
+
+        def single(x: Any, args: tuple, kwargs: dict) -> Any:
+            """One bucketed argument, a plain array passed by position (the common call)."""
+            axis = spec._axis(only, x) if not 0 <= only_axis < x.ndim else only_axis
+            rows = x.shape[axis]
+            bucket = choose(rows, names)
+            if bucket != rows:
+                x = host_pad(x, axis, bucket) if x.__class__ is np.ndarray else pad_rows([x], ((axis, bucket),))[0]
+                args = (*args[:only_pos], x, *args[only_pos + 1:])
+            state = _Call(rows, bucket)
+            outer = getattr(local, "call", None)
+            local.call = state
+            try:
+                out = call(*args, **kwargs)
+            finally:
+                local.call = outer
+            return spec._done(out, state, args, kwargs)
 
         @functools.wraps(call)
         def bucketed(*args: Any, **kwargs: Any) -> Any:
+            if len(args) > only_pos >= 0:
+                x = args[only_pos]
+                if x.__class__ is np.ndarray or (x.__class__ is _ARRAY and x.sharding.num_devices == 1):
+                    return single(x, args, kwargs)
             found = spec._found(args, kwargs)
             parts = []
             rows: int | None = None
@@ -214,21 +240,33 @@ class BucketSpec:
             if spec.mask:
                 kwargs = dict(kwargs, valid=_pad.valid_mask(rows, bucket))
             state = _Call(rows, bucket)
-            local = spec._local
             outer = getattr(local, "call", None)
             local.call = state
             try:
                 out = call(*args, **kwargs)
             finally:
                 local.call = outer
-            result = spec._slice(out, rows, bucket, args, kwargs)
-            spec._count(rows, bucket)
-            if state.traced and state.check:
-                spec._check(given, result, rows, bucket)
-            return result
+            return spec._done(out, state, args, kwargs, given)
 
         bucketed.__wrapped__ = call  # type: ignore[attr-defined]
         return bucketed
+
+    def _done(self, out: Any, state: _Call, args: Any, kwargs: dict, given: tuple | None = None) -> Any:
+        """After the call: slice, count, and (checking mode) compare with the unpadded call."""
+        rows, bucket = state.rows, state.bucket
+        result = self._slice(out, rows, bucket, list(args), kwargs)
+        self._count(rows, bucket)
+        if state.traced and state.check:
+            self._check(given if given is not None else self._unpad(args, kwargs, rows), result, rows, bucket)
+        return result
+
+    def _unpad(self, args: tuple, kwargs: dict, rows: int) -> tuple:
+        """The single-array fast path's arguments with the bucketed one cut back to ``rows``."""
+        name = next(iter(self.axes))
+        pos = self.positions[name]
+        x = np.asarray(args[pos])
+        axis = self.axes[name] % x.ndim
+        return (*args[:pos], x[(slice(None),) * axis + (slice(0, rows),)], *args[pos + 1:]), kwargs
 
     def _axis(self, name: str, value: Any) -> int:
         """The row axis of a bucketed argument that is one array."""
@@ -279,6 +317,11 @@ class BucketSpec:
     def _slice(self, out: Any, rows: int, bucket: int, args: list, kwargs: dict) -> Any:
         if bucket == rows:
             return out
+        if out.__class__ is _ARRAY:  # one array out: no tree to flatten
+            axes = self._out_axes.get((_ONE, ((out.shape, out.dtype),)))
+            if axes is not None and axes is not _AMBIGUOUS_AXES:
+                axis = axes[0]
+                return out if axis is None else _pad.slice_rows([out], ((axis, rows),))[0]
         leaves, treedef = jax.tree_util.tree_flatten(out)
         key = (treedef, tuple((x.shape, x.dtype) for x in leaves))
         axes = self._out_axes.get(key)

@@ -66,15 +66,22 @@ def _is_tracer(x: Any) -> bool:
     return isinstance(x, _compat.Tracer)
 
 
+def host_pad(leaf: np.ndarray, axis: int, bucket: int) -> np.ndarray:
+    """A NumPy array padded with zeros on ``axis`` to ``bucket`` (faster than ``numpy.pad``)."""
+    shape = list(leaf.shape)
+    shape[axis] = bucket
+    out = np.zeros(shape, leaf.dtype)
+    out[(slice(None),) * axis + (slice(0, leaf.shape[axis]),)] = leaf
+    return out
+
+
 def pad(leaves: list, axes: list, bucket: int) -> list:
     """Each leaf padded on its axis to ``bucket`` rows (see the module docstring)."""
     out = list(leaves)
     device, dspec = [], []
     for i, (leaf, axis) in enumerate(zip(leaves, axes)):
         if isinstance(leaf, np.ndarray):
-            widths = [(0, 0)] * leaf.ndim
-            widths[axis] = (0, bucket - leaf.shape[axis])
-            out[i] = np.pad(leaf, widths)
+            out[i] = host_pad(leaf, axis, bucket)
         elif _is_tracer(leaf):
             out[i] = _pad_one(leaf, axis, bucket)
         else:
