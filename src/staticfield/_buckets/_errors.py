@@ -36,3 +36,10 @@ CHECK_FAILED = (
     "x.shape[0] or len(x), is the usual cause). Use mask=\"valid\" and the real row count "
     "(valid.sum()), or drop buckets= for this function."
 )
+
+
+def output_name(path: tuple) -> str:
+    """``output ['y']``, or ``the output`` for a function that returns one array."""
+    import jax
+
+    return f"output {jax.tree_util.keystr(path)}" if path else "the output"

@@ -1,34 +1,29 @@
-"""A bucketed function's call and trace: pad, run the bucket's program, slice, count.
+"""A bucketed function's call: pad, run the bucket's program, slice, count.
 
 ``BucketSpec`` is made once per function from ``buckets=``, ``bucket_sizes=`` and
-``mask=``. ``spec.front(call)`` wraps the engine's call (explicit input: this room never
-imports ``_jit``): it finds the bucketed arguments' rows, picks the bucket (``_sizes``),
-pads (``_pad``), calls, slices the outputs that carry the row axis and counts
-``buckets()``. ``spec.body(fn)`` is what JAX traces in place of ``fn``: it traces ``fn``
-once to a jaxpr, follows the row axis through it (``_rows``), raises ``BucketError``
-when rows mix, remembers which outputs carry the rows, and evaluates the jaxpr in the
-caller's trace (so ``fn`` is traced exactly once per program). ``spec.annotate`` and
-``spec.explain`` turn a row-axis shape change into a ``"bucket"`` change.
+``mask=``. ``spec.front(call)`` wraps the engine's call (an explicit input: this room
+never imports ``_jit``): it finds the bucketed arguments' rows, picks the bucket
+(``_sizes``), pads (``_pad``), calls, slices the outputs that carry the row axis and counts
+``buckets()``. A call whose one bucketed argument is a plain array passed by position
+takes a short path. What JAX traces (``spec.body(fn)``) is ``_trace``'s; the checking
+mode and the explanations are ``_report``'s.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
-import os
 import threading
 from typing import Any, Callable
 
 import jax
 import numpy as np
-from jax.extend.core import jaxpr_as_fun
 
 from .._core import _compat
-from .._explain._diff import Change, Recompile
 from . import _pad
-from ._errors import CHECK_FAILED, MIXES_ROWS, NO_ROW_OUTPUT, BucketCheckError, BucketError
-from ._rows import Analysis, Mixed, Mixing, Row
+from ._errors import BucketError
+from ._report import Reports
+from ._trace import AMBIGUOUS_AXES, Traced
 from ._sizes import Sizes
 
 _BUCKETS = (
@@ -72,9 +67,7 @@ _SHARDED = (
     "axis, and no size of bucket_sizes={sizes!r} at or above {rows} rows is a multiple of "
     "{m}. Add one (e.g. {suggest})."
 )
-CHECK_ENV = "STATICFIELD_CHECK_BUCKETS"
 _ARRAY = _compat.get("array_impl") or np.ndarray  # jax.Array's concrete class
-_AMBIGUOUS_AXES = object()
 _ONE = jax.tree_util.tree_structure(0)  # the tree of one leaf
 
 
@@ -95,7 +88,7 @@ def _keystr(path: tuple) -> str:
     return jax.tree_util.keystr(path)
 
 
-class BucketSpec:
+class BucketSpec(Traced, Reports):
     """The buckets of one function (see the module docstring)."""
 
     def __init__(self, fn: Callable, function: str, buckets: Any, sizes: Any, mask: Any,
@@ -260,14 +253,6 @@ class BucketSpec:
             self._check(given if given is not None else self._unpad(args, kwargs, rows), result, rows, bucket)
         return result
 
-    def _unpad(self, args: tuple, kwargs: dict, rows: int) -> tuple:
-        """The single-array fast path's arguments with the bucketed one cut back to ``rows``."""
-        name = next(iter(self.axes))
-        pos = self.positions[name]
-        x = np.asarray(args[pos])
-        axis = self.axes[name] % x.ndim
-        return (*args[:pos], x[(slice(None),) * axis + (slice(0, rows),)], *args[pos + 1:]), kwargs
-
     def _axis(self, name: str, value: Any) -> int:
         """The row axis of a bucketed argument that is one array."""
         axis, ndim = self.axes[name], value.ndim
@@ -319,7 +304,7 @@ class BucketSpec:
             return out
         if out.__class__ is _ARRAY:  # one array out: no tree to flatten
             axes = self._out_axes.get((_ONE, ((out.shape, out.dtype),)))
-            if axes is not None and axes is not _AMBIGUOUS_AXES:
+            if axes is not None and axes is not AMBIGUOUS_AXES:
                 axis = axes[0]
                 return out if axis is None else _pad.slice_rows([out], ((axis, rows),))[0]
         leaves, treedef = jax.tree_util.tree_flatten(out)
@@ -328,33 +313,11 @@ class BucketSpec:
         if axes is None:  # a program this process did not trace (loaded from a program store)
             self._derive(args, kwargs)
             axes = self._out_axes.get(key)
-        if axes is _AMBIGUOUS_AXES or axes is None:
+        if axes is AMBIGUOUS_AXES or axes is None:
             raise BucketError(_AMBIGUOUS.format(function=self.function))
         if bucket == rows or not any(a is not None for a in axes):
             return out
         return treedef.unflatten(_pad.cut(leaves, axes, rows))
-
-    def _derive(self, args: list, kwargs: dict) -> None:
-        """Trace the body abstractly (no compile, not counted) to learn which outputs carry
-        the rows, for a program that was not traced in this process."""
-        static = {i for i, name in enumerate(self.params) if name in self.static_names}
-        fixed = {i: a for i, a in enumerate(args) if i in static}
-        fixed_kw = {k: v for k, v in kwargs.items() if k in self.static_names}
-        dyn = [a for i, a in enumerate(args) if i not in static]
-        dyn_kw = {k: v for k, v in kwargs.items() if k not in self.static_names}
-        body = self.body(self.fn)
-
-        def abstract(dyn: list, dyn_kw: dict) -> Any:
-            it = iter(dyn)
-            full = [fixed[i] if i in fixed else next(it) for i in range(len(args))]
-            return body(*full, **dyn_kw, **fixed_kw)
-
-        outer = getattr(self._local, "call", None)
-        self._local.call = None
-        try:
-            jax.eval_shape(abstract, dyn, dyn_kw)
-        finally:
-            self._local.call = outer
 
     def _count(self, rows: int, bucket: int) -> None:
         with self._lock:
@@ -369,181 +332,6 @@ class BucketSpec:
         """``{bucket: {"calls": n, "rows": real rows, "padded": rows added}}``."""
         with self._lock:
             return {b: dict(v) for b, v in sorted(self.stats.items())}
-
-    # ----- the trace ------------------------------------------------------------------------
-    def body(self, fn: Callable) -> Callable:
-        """What JAX traces in place of ``fn`` (see the module docstring)."""
-        spec = self
-
-        @functools.wraps(fn)
-        def traced(*args: Any, **kwargs: Any) -> Any:
-            return spec._traced(fn, args, kwargs)
-
-        return traced
-
-    def _traced(self, fn: Callable, args: tuple, kwargs: dict) -> Any:
-        state = getattr(self._local, "call", None)
-        if state is not None:
-            state.traced = True
-            state.check = os.environ.get(CHECK_ENV, "") not in ("", "0")
-        args, kwargs = list(args), dict(kwargs)
-        slots: list[tuple[str, bool, Any, list, list]] = []  # name, positional, treedef, leaves, states
-        inputs: list[Any] = []
-        states: list[Any] = []
-        for name, value, positional in self._found(tuple(args), kwargs):
-            leaves, treedef = jax.tree_util.tree_flatten(value)
-            axes = self._leaves(name, value, strict=False)[2]
-            places = []
-            for i, (leaf, axis) in enumerate(zip(leaves, axes)):
-                if isinstance(leaf, _compat.Tracer):
-                    places.append(len(inputs))
-                    inputs.append(leaf)
-                    states.append(None if axis is None else Row(axis, self._path(name, value, i).strip("`")))
-                else:
-                    places.append(None)
-            slots.append((name, positional, treedef, leaves, places))
-        if self.mask and isinstance(kwargs.get("valid"), _compat.Tracer):
-            slots.append(("valid", False, None, [kwargs["valid"]], [len(inputs)]))
-            inputs.append(kwargs["valid"])
-            states.append(Row(0, "valid"))
-
-        def flat_fn(*xs: Any) -> Any:
-            a, k = list(args), dict(kwargs)
-            for name, positional, treedef, leaves, places in slots:
-                filled = [xs[p] if p is not None else leaf for leaf, p in zip(leaves, places)]
-                value = filled[0] if treedef is None else treedef.unflatten(filled)
-                if positional:
-                    a[self.positions[name]] = value
-                else:
-                    k[name] = value
-            return fn(*a, **k)
-
-        closed, out_shape = jax.make_jaxpr(flat_fn, return_shape=True)(*inputs)
-        try:
-            outs = Analysis(lenient=bool(self.mask)).run(closed.jaxpr, [None] * len(closed.jaxpr.constvars), states)
-        except Mixing as exc:
-            raise BucketError(self._mixing_message(exc)) from None
-        shapes, out_tree = jax.tree_util.tree_flatten(out_shape)
-        axes = [s.axis if isinstance(s, Row) else self._mixed_axis(s, a, inputs, states)
-                for s, a in zip(outs, shapes)]
-        if not self.mask:
-            for (path, aval), axis in zip(jax.tree_util.tree_flatten_with_path(out_shape)[0], axes):
-                if axis is None:
-                    names = ", ".join(f"`{n}`" for n in self.axes)
-                    text = f"{aval.dtype}{list(aval.shape)}"
-                    raise BucketError(NO_ROW_OUTPUT.format(function=self.function, output=_output(path),
-                                                           aval=text, names=names))
-        key = (out_tree, tuple((tuple(s.shape), s.dtype) for s in shapes))
-        with self._lock:
-            known = self._out_axes.get(key)
-            self._out_axes[key] = axes if known is None or known == axes else _AMBIGUOUS_AXES
-        flat_out = jaxpr_as_fun(closed)(*inputs)
-        return out_tree.unflatten(flat_out)
-
-    def _mixed_axis(self, state: Any, aval: Any, inputs: list, states: list) -> int | None:
-        """``mask=``: a ``Mixed`` output is sliced on its declared row axis when it still has
-        the bucket's size there."""
-        if not isinstance(state, Mixed):
-            return None
-        root = state.origin.split(".", 1)[0].split("[", 1)[0]
-        axis = self.axes.get(root, 0) if root != "valid" else next(iter(self.axes.values()))
-        bucket = next((np.shape(x)[s.axis] for x, s in zip(inputs, states) if isinstance(s, Row)), None)
-        ndim = len(aval.shape)
-        if bucket is None or not -ndim <= axis < ndim or aval.shape[axis % ndim] != bucket:
-            return None
-        return axis % ndim
-
-    def _mixing_message(self, exc: Mixing) -> str:
-        summarize = _compat.get("source_summary")  # the user's line of an equation
-        where = "an unknown line"
-        for eqn in (exc.eqn, *exc.outer) if summarize is not None else ():  # in a library's jit: its call
-            try:
-                text = summarize(eqn.source_info)
-            except Exception:
-                continue
-            if text and not text.startswith("unknown") and ":" in text:
-                where = text
-                break
-        name = exc.eqn.primitive.name
-        params = {k: v for k, v in exc.eqn.params.items() if k in ("axes", "dimension", "axis", "dimensions")
-                  and v is not None}
-        operation = f"`{name}`" + (f" ({', '.join(f'{k}={v}' for k, v in params.items())})" if params else "")
-        root = exc.row.origin.split(".", 1)[0].split("[", 1)[0]
-        declared = self.axes.get(root, exc.row.axis)
-        if declared != exc.row.axis:
-            operation += f" (where the rows are on axis {exc.row.axis})"
-        return MIXES_ROWS.format(function=self.function, origin=exc.row.origin, axis=declared,
-                                 operation=operation, where=where, why=exc.why)
-
-    # ----- checking mode --------------------------------------------------------------------
-    def _check(self, given: tuple, result: Any, rows: int, bucket: int) -> None:
-        """``STATICFIELD_CHECK_BUCKETS=1``: run the unpadded call (op by op) and compare."""
-        if any(isinstance(x, _compat.Tracer) for x in jax.tree_util.tree_leaves(result)):
-            return  # under a transformation: nothing concrete to compare
-        args, kwargs = given
-        if self.mask:
-            kwargs = dict(kwargs, valid=np.ones(rows, bool))
-        expected = self.fn(*args, **kwargs)
-        got_leaves = jax.tree_util.tree_flatten_with_path(result)[0]
-        want_leaves = jax.tree_util.tree_leaves(expected)
-        for (path, got), want in zip(got_leaves, want_leaves):
-            got, want = np.asarray(got), np.asarray(want)
-            if got.shape != want.shape:
-                detail = f"shape {got.shape} against {want.shape}"
-            elif np.issubdtype(got.dtype, np.inexact):
-                if np.allclose(got, want, rtol=1e-5, atol=1e-6, equal_nan=True):
-                    continue
-                detail = f"largest difference {np.nanmax(np.abs(got - want)):.3g}"
-            elif np.array_equal(got, want):
-                continue
-            else:
-                detail = "values differ"
-            raise BucketCheckError(CHECK_FAILED.format(function=self.function, output=_output(path),
-                                                       rows=rows, bucket=bucket, detail=detail))
-
-    # ----- explanations ---------------------------------------------------------------------
-    def explain(self, changes: list[Change]) -> list[Change]:
-        """Shape changes of the bucketed arguments on their row axis, as ``"bucket"`` changes."""
-        state = getattr(self._local, "call", None)
-        out: list[Change] = []
-        done: set[str] = set()
-        for change in changes:
-            root = change.path.split(".", 1)[0].split("[", 1)[0]
-            if change.kind == "shape" and root in self.axes and state is not None:
-                old, new = _dims(change.old), _dims(change.new)
-                axis = self.axes[root]
-                if old is not None and new is not None and len(old) == len(new) and -len(old) <= axis < len(old):
-                    k = axis % len(old)
-                    if [d for i, d in enumerate(old) if i != k] == [d for i, d in enumerate(new) if i != k]:
-                        if root not in done:
-                            done.add(root)
-                            path = f"{change.path}.shape[{k}]" if change.path == root else f"{root}.*.shape[{k}]"
-                            out.append(Change(path, "bucket", str(old[k]), str(new[k]),
-                                              rows=str(state.rows)))
-                        continue
-            out.append(change)
-        return out
-
-    def annotate(self, event: Recompile) -> Recompile:
-        changes = self.explain(event.changes)
-        return event if changes == event.changes else dataclasses.replace(event, changes=changes)
-
-
-def _output(path: tuple) -> str:
-    """``output ['y']``, or ``the output`` for a function that returns one array."""
-    return f"output {_keystr(path)}" if path else "the output"
-
-
-def _dims(text: str) -> list[int] | None:
-    """The dimensions in an aval's text (``f32[32,4]`` → ``[32, 4]``)."""
-    if not text.endswith("]") or "[" not in text:
-        return None
-    inner = text.rsplit("[", 1)[1][:-1]
-    try:
-        return [int(d) for d in inner.split(",")] if inner else []
-    except ValueError:
-        return None
-
 
 def bucket_spec(fn: Callable, function: str, options: dict[str, Any], static_names: frozenset) -> BucketSpec | None:
     """The ``BucketSpec`` of ``sf.jit``/``jit_method`` options (``None`` without ``buckets=``);

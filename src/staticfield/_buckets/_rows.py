@@ -134,3 +134,21 @@ def join(a: Any, b: Any, eqn: Any) -> Any:
     if isinstance(a, Pure) and isinstance(b, Pure):
         return Pure(a.axes & b.axes)
     return None
+
+
+def rows_of(eqn: Any, states: list) -> list[tuple[Any, Row]]:
+    return [(v, s) for v, s in zip(eqn.invars, states) if isinstance(s, Row)]
+
+
+def free_ok(eqn: Any, v: Any, state: Any, row: Row) -> None:
+    """A free operand ``v`` meets rows on ``row.axis``: fine unless it has the row count
+    there and its content along that axis may depend on that count."""
+    dims = shape(v)
+    if len(dims) <= row.axis or isinstance(state, Row):
+        return
+    if isinstance(state, Pure) and row.axis in state.axes:
+        return
+    raise Mixing(eqn, "combines the rows with a value of the bucket's size that is not made "
+                      "from the rows (such as random numbers drawn for x.shape, or an array "
+                      "built from the row count), whose rows would differ in the unpadded call",
+                 row)

@@ -7,7 +7,8 @@ shape operations (``broadcast_in_dim``, ``reshape``, ``transpose``, ``squeeze``,
 ``rev``, ``slice``, ``pad``, ``concatenate``...); contractions (``dot_general`` with
 the row axis free or a batch dimension of both sides, ``conv_general_dilated`` with
 the rows as its batch); reductions and cumulative operations over other axes;
-``gather`` (a row-wise lookup); and calls, loops and branches, followed by recursion.
+``gather`` (a row-wise lookup); and calls, loops and branches (``_control``), followed
+by recursion.
 ``free_rule`` keeps track of ``Pure`` values among equations without rows.
 """
 
@@ -15,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ._rows import SCALAR, Analysis, Mixing, Pure, Row, join, shape
+from ._control import call, cond, scan, while_
+from ._rows import SCALAR, Analysis, Mixing, Pure, Row, free_ok, rows_of, shape
 
 Rule = Callable[[Analysis, Any, list], list]
 
@@ -36,26 +38,8 @@ CALLS = ("jit", "pjit", "closed_call", "core_call", "remat", "remat2", "checkpoi
          "custom_vjp_call", "custom_vjp_call_jaxpr", "custom_lin")
 
 
-def _rows(eqn: Any, states: list) -> list[tuple[Any, Row]]:
-    return [(v, s) for v, s in zip(eqn.invars, states) if isinstance(s, Row)]
-
-
-def free_ok(eqn: Any, v: Any, state: Any, row: Row) -> None:
-    """A free operand ``v`` meets rows on ``row.axis``: fine unless it has the row count
-    there and its content along that axis may depend on that count."""
-    dims = shape(v)
-    if len(dims) <= row.axis or isinstance(state, Row):
-        return
-    if isinstance(state, Pure) and row.axis in state.axes:
-        return
-    raise Mixing(eqn, "combines the rows with a value of the bucket's size that is not made "
-                      "from the rows (such as random numbers drawn for x.shape, or an array "
-                      "built from the row count), whose rows would differ in the unpadded call",
-                 row)
-
-
 def _one_axis(eqn: Any, states: list) -> Row:
-    rows = _rows(eqn, states)
+    rows = rows_of(eqn, states)
     axes = {s.axis for _, s in rows}
     if len(axes) > 1:
         raise Mixing(eqn, f"combines operands with rows on different axes ({sorted(axes)})", rows[0][1])
@@ -77,7 +61,7 @@ def elementwise(a: Analysis, eqn: Any, states: list) -> list:
 def broadcast_in_dim(a: Analysis, eqn: Any, states: list) -> list:
     row = states[0]
     if not isinstance(row, Row):  # only the (dynamic) shape operands carry rows
-        raise Mixing(eqn, "broadcasts to a shape computed from the rows", _rows(eqn, states)[0][1])
+        raise Mixing(eqn, "broadcasts to a shape computed from the rows", rows_of(eqn, states)[0][1])
     dims = eqn.params["broadcast_dimensions"]
     new = dims[row.axis]
     if eqn.params["shape"][new] != shape(eqn.invars[0])[row.axis]:
@@ -89,7 +73,7 @@ def reshape(a: Analysis, eqn: Any, states: list) -> list:
     row = states[0]
     old, new = shape(eqn.invars[0]), tuple(eqn.params["new_sizes"])
     if not isinstance(row, Row) or eqn.params.get("dimensions") is not None:
-        raise Mixing(eqn, "reshapes with a permutation", _rows(eqn, states)[0][1])
+        raise Mixing(eqn, "reshapes with a permutation", rows_of(eqn, states)[0][1])
     before = _prod(old[:row.axis])
     acc = 1
     for j, size in enumerate(new):
@@ -171,7 +155,7 @@ def slice_(a: Analysis, eqn: Any, states: list) -> list:
 def dynamic_slice(a: Analysis, eqn: Any, states: list) -> list:
     row = states[0]
     if not isinstance(row, Row) or any(isinstance(s, Row) for s in states[1:]):
-        raise Mixing(eqn, "slices at a position computed from the rows", _rows(eqn, states)[0][1])
+        raise Mixing(eqn, "slices at a position computed from the rows", rows_of(eqn, states)[0][1])
     if eqn.params["slice_sizes"][row.axis] != shape(eqn.invars[0])[row.axis]:
         raise Mixing(eqn, "slices along the rows (picks rows by position)", row)
     return [row]
@@ -227,7 +211,7 @@ def conv(a: Analysis, eqn: Any, states: list) -> list:
     dn = eqn.params["dimension_numbers"]
     if not isinstance(lhs, Row) or isinstance(rhs, Row) or eqn.params.get("batch_group_count", 1) != 1 \
             or dn is None or lhs.axis != dn.lhs_spec[0]:
-        raise Mixing(eqn, "convolves across the rows", _rows(eqn, states)[0][1])
+        raise Mixing(eqn, "convolves across the rows", rows_of(eqn, states)[0][1])
     return [Row(dn.out_spec[0], lhs.origin)]
 
 
@@ -257,81 +241,7 @@ def gather(a: Analysis, eqn: Any, states: list) -> list:
                 return [Row(batch_out[pos], idx.origin)]
             raise Mixing(eqn, "gathers rows by index (x[i] picks rows by position)", op)
         return [Row(batch_out[pos], idx.origin)]  # a table lookup per row
-    raise Mixing(eqn, "gathers", _rows(eqn, states)[0][1])
-
-
-def call(a: Analysis, eqn: Any, states: list) -> list:
-    p = eqn.params
-    inner = p.get("jaxpr", p.get("call_jaxpr", p.get("fun_jaxpr")))
-    if inner is None:
-        raise Mixing(eqn, "is a call staticfield cannot look into", _rows(eqn, states)[0][1])
-    jaxpr = getattr(inner, "jaxpr", inner)
-    consts = [None] * len(jaxpr.constvars)
-    return a.run(jaxpr, consts, states[-len(jaxpr.invars):] if jaxpr.invars else [])
-
-
-def cond(a: Analysis, eqn: Any, states: list) -> list:
-    if isinstance(states[0], Row):
-        raise Mixing(eqn, "branches on a value computed from the rows", states[0])
-    outs = None
-    for branch in eqn.params["branches"]:
-        got = a.run(branch.jaxpr, [None] * len(branch.jaxpr.constvars), states[1:])
-        outs = got if outs is None else [join(x, y, eqn) for x, y in zip(outs, got)]
-    return outs or []
-
-
-def _loop(a: Analysis, eqn: Any, body: Any, fixed: list, carry: list, rest: list) -> list:
-    """Run ``body`` (inputs ``fixed + carry + rest``) to a fixpoint over the carry."""
-    carry_vars = eqn.invars[len(fixed):len(fixed) + len(carry)]
-    for _ in range(len(carry) + 2):
-        outs = a.run(body.jaxpr, [None] * len(body.jaxpr.constvars), [*fixed, *carry, *rest])
-        new = [join(c, o, eqn) for c, o in zip(carry, outs[:len(carry)])]
-        for v, c, n in zip(carry_vars, carry, new):
-            if isinstance(n, Row) and not isinstance(c, Row):  # a free initial carry meets rows
-                free_ok(eqn, v, c, n)
-        if new == carry:
-            return outs
-        carry = new
-    raise Mixing(eqn, "has a loop carry whose rows never settle", _rows(eqn, [*fixed, *carry, *rest])[0][1])
-
-
-def _groups(ft: Any, n: int) -> list[list[int]]:
-    """jax 0.12's scan: the positions in each group of a flat tree (consts, carry, xs)."""
-    return [list(g) for g in ft.update(list(range(n))).unpack()]
-
-
-def scan(a: Analysis, eqn: Any, states: list) -> list:
-    p = eqn.params
-    if "num_consts" in p:  # up to jax 0.11
-        nc, nk = p["num_consts"], p["num_carry"]
-    else:  # jax 0.12: flat trees say which inputs are consts, carry and xs
-        consts_i, carry_i, _ = _groups(p["ft_in"], len(eqn.invars))
-        nc, nk = len(consts_i), len(carry_i)
-        if consts_i + carry_i != list(range(nc + nk)):
-            raise Mixing(eqn, "is a scan staticfield cannot read", _rows(eqn, states)[0][1])
-    consts, carry, xs = states[:nc], states[nc:nc + nk], states[nc + nk:]
-    inner_xs = []
-    for v, s in zip(eqn.invars[nc + nk:], xs):
-        if isinstance(s, Row) and s.axis == 0:
-            raise Mixing(eqn, "scans over the rows (each step sees the steps before it)", s)
-        inner_xs.append(Row(s.axis - 1, s.origin) if isinstance(s, Row) else None)
-    outs = _loop(a, eqn, p["jaxpr"], consts, carry, inner_xs)
-    if len(outs) != len(eqn.outvars):
-        raise Mixing(eqn, "is a scan staticfield cannot read", _rows(eqn, states)[0][1])
-    ys = [Row(s.axis + 1, s.origin) if isinstance(s, Row) else None for s in outs[nk:]]
-    return [*outs[:nk], *ys]
-
-
-def while_(a: Analysis, eqn: Any, states: list) -> list:
-    p = eqn.params
-    cn, bn = p["cond_nconsts"], p["body_nconsts"]
-    cconsts, bconsts, carry = states[:cn], states[cn:cn + bn], states[cn + bn:]
-    outs = _loop(a, eqn, p["body_jaxpr"], bconsts, carry, [])
-    cjaxpr = p["cond_jaxpr"]
-    [pred] = a.run(cjaxpr.jaxpr, [None] * len(cjaxpr.jaxpr.constvars), [*cconsts, *outs])
-    if isinstance(pred, Row):
-        raise Mixing(eqn, "loops while a condition on the rows holds", pred)
-    return outs
+    raise Mixing(eqn, "gathers", rows_of(eqn, states)[0][1])
 
 
 def identity(a: Analysis, eqn: Any, states: list) -> list:
@@ -344,7 +254,7 @@ def random_leading(a: Analysis, eqn: Any, states: list) -> list:
     row = states[0]
     if not isinstance(row, Row) or len(shape(eqn.outvars[0])) <= row.axis \
             or shape(eqn.outvars[0])[row.axis] != shape(eqn.invars[0])[row.axis]:
-        raise Mixing(eqn, "draws random numbers across the rows", _rows(eqn, states)[0][1])
+        raise Mixing(eqn, "draws random numbers across the rows", rows_of(eqn, states)[0][1])
     return [row] * len(eqn.outvars)
 
 
