@@ -109,7 +109,7 @@ def test_watch_lists_padding_apart_and_budgets_leave_it_out():
     counts the user's programs only."""
     f = sf.jit(mlp, buckets={"x": 0}, max_compiles=2)
     with sf.watch() as w:
-        for n in (33, 34, 35, 70):
+        for n in (33, 34, 35, 70) * 2:  # a size seen again gets its pad and slice programs
             f(jnp.asarray(rows(n)), W1, W2)
     report = w.report()
     assert "staticfield watch: 1 jitted function(s), 2 compile(s)" in report
@@ -121,14 +121,21 @@ def test_watch_lists_padding_apart_and_budgets_leave_it_out():
 
 
 def test_numpy_inputs_pad_on_the_host():
-    """NumPy inputs compile no pad program; device arrays of a new size compile one."""
+    """NumPy inputs compile no pad program; device arrays of a size seen again compile one
+    (on the CPU, a size seen once is padded and sliced on the host and compiles nothing)."""
     f = sf.jit(lambda x: x * 3, buckets={"x": 0})
     with sf.watch() as w:
         f(rows(29, 3))
+        f(rows(29, 3))
     assert "staticfield_pad_rows" not in [fn.name for fn in w.functions if fn.padding]
     with sf.watch() as w:
-        f(jnp.asarray(rows(29, 3)))
+        once = f(jnp.asarray(rows(27, 3)))
+    assert [fn.name for fn in w.functions if fn.padding] == []
+    with sf.watch() as w:
+        again = f(jnp.asarray(rows(27, 3)))
     assert "staticfield_pad_rows" in [fn.name for fn in w.functions if fn.padding]
+    np.testing.assert_array_equal(once, again)
+    np.testing.assert_array_equal(once, rows(27, 3) * 3)
 
 
 # ----- refusals: each operation and its message -------------------------------------------

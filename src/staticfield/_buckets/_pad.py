@@ -1,10 +1,11 @@
 """Padding inputs up to a bucket and slicing outputs back, without a compile per size of
 the user's function.
 
-NumPy arrays are padded on the host (``numpy.pad``: no program at all). Device arrays go
-through one small program of staticfield's own, ``pad_rows``, that pads every leaf of a
-call at once (one compile per new input size and structure); outputs go through
-``slice_rows`` (likewise). Plain ``jnp.pad`` or ``x[:n]`` would compile an eager program
+NumPy arrays are padded on the host (no program at all). Device arrays go through one
+small program of staticfield's own, ``pad_rows``, that pads every leaf of a call at once
+(one compile per new input size and structure); outputs go through ``slice_rows``
+(likewise). On the CPU, a size seen for the first time is padded or sliced on the host
+instead, so sizes that come once (most of them, in a serving loop) compile nothing. Plain ``jnp.pad`` or ``x[:n]`` would compile an eager program
 per leaf and size. Under a transformation (``vmap``, ``grad``, an outer ``jit``) the
 leaves are tracers and are padded and sliced inline, in the caller's program. Both
 programs carry ``__staticfield_padding__``, by which ``sf.watch`` lists them apart from
@@ -75,6 +76,34 @@ def host_pad(leaf: np.ndarray, axis: int, bucket: int) -> np.ndarray:
     return out
 
 
+# On the CPU, a size seen for the first time is padded and sliced on the host (a copy, and
+# no compile); a size seen again gets its program (no host round trip, async dispatch).
+# Many sizes come once only (a serving loop): those never compile anything.
+_SEEN: set = set()
+_SEEN_MAX = 65536
+
+
+def _first_on_cpu(key: Any, leaves: Sequence[Any]) -> bool:
+    """Whether this is the first sight of ``key`` and every leaf is a one-device CPU array."""
+    if key in _SEEN:
+        return False
+    for x in leaves:
+        sharding = getattr(x, "sharding", None)
+        if sharding is None or sharding.num_devices != 1 or next(iter(sharding.device_set)).platform != "cpu":
+            return False
+    if len(_SEEN) >= _SEEN_MAX:
+        _SEEN.clear()
+    _SEEN.add(key)
+    return True
+
+
+def _on_host(leaf: Any, index: tuple, pad_to: tuple | None = None) -> Any:
+    host = np.asarray(leaf)
+    if pad_to is not None:
+        return jax.device_put(host_pad(host, *pad_to))
+    return jax.device_put(np.ascontiguousarray(host[index]))
+
+
 def pad(leaves: list, axes: list, bucket: int) -> list:
     """Each leaf padded on its axis to ``bucket`` rows (see the module docstring)."""
     out = list(leaves)
@@ -90,7 +119,10 @@ def pad(leaves: list, axes: list, bucket: int) -> list:
     if device:
         given = [leaves[i] for i in device]
         shardings = tuple(getattr(x, "sharding", None) for x in given)
-        if any(s is not None and len(s.device_set) > 1 for s in shardings):
+        key = ("pad", tuple(dspec), tuple((x.shape, x.dtype) for x in given))
+        if _first_on_cpu(key, given):
+            padded = [_on_host(x, (), (axis, bucket)) for x, (axis, _) in zip(given, dspec)]
+        elif any(s is not None and len(s.device_set) > 1 for s in shardings):
             padded = _sharded_pad(shardings)(given, tuple(dspec))
         else:
             padded = pad_rows(given, tuple(dspec))
@@ -104,6 +136,9 @@ def cut(leaves: list, axes: Sequence[int | None], n: int) -> list:
     spec = tuple((axis, n) for axis in axes)
     if any(_is_tracer(x) for x in leaves):
         return _slice_all(leaves, spec)
+    if _first_on_cpu(("slice", spec, tuple((x.shape, x.dtype) for x in leaves)), leaves):
+        return [x if axis is None else _on_host(x, (slice(None),) * axis + (slice(0, n),))
+                for x, axis in zip(leaves, axes)]
     return slice_rows(leaves, spec)
 
 
