@@ -155,6 +155,7 @@ REFUSED = {
               r"`add` at .* combines the rows with a value of the bucket's size that is not made from the rows"),
     "scan over rows": (lambda x: jax.lax.scan(lambda c, r: (c + r, c), jnp.zeros(x.shape[1]), x)[1],
                        r"`scan` .* scans over the rows"),
+    "write a row": (lambda x: x.at[0].set(0.0), r"`scatter` .* scatters into rows by position"),
     "no rule": (lambda x: jnp.fft.fft(x, axis=0).real, r"`fft` .*\(where the rows are on axis 1\) at "
                                                        r".*test_buckets.py:\d+.* has no row rule"),
 }
@@ -217,6 +218,9 @@ ACCEPTED = {
     "select column": lambda x: x[:, 2],
     "pad features": lambda x: jnp.pad(x, ((0, 0), (1, 1))),
     "concat features": lambda x: jnp.concatenate([x, x * 2], axis=1),
+    "set a column": lambda x: x.at[:, 0].set(1.0),
+    "add to a column": lambda x: x.at[:, 1].add(x[:, 0]),
+    "fill zeros": lambda x: jnp.zeros_like(x).at[:, 2].set(x[:, 0]),
 }
 
 

@@ -244,6 +244,33 @@ def gather(a: Analysis, eqn: Any, states: list) -> list:
     raise Mixing(eqn, "gathers", rows_of(eqn, states)[0][1])
 
 
+def scatter(a: Analysis, eqn: Any, states: list) -> list:
+    """``x.at[:, j].set(v)``: an update of whole rows' windows, at positions not on the rows."""
+    op, idx, upd = states[:3]
+    dn = eqn.params["dimension_numbers"]
+    if isinstance(idx, Row) or len(states) != 3:
+        raise Mixing(eqn, "scatters to positions computed from the rows", rows_of(eqn, states)[0][1])
+    rank = len(shape(eqn.invars[0]))
+    kept = [d for d in range(rank) if d not in dn.inserted_window_dims and d not in dn.operand_batching_dims]
+    k = op.axis if isinstance(op, Row) else None
+    if k is None:  # rows only in the updates: find the operand axis their row axis fills
+        k = next((d for j, d in enumerate(kept) if dn.update_window_dims[j] == upd.axis), None)
+    if k is None or k not in kept or k in dn.scatter_dims_to_operand_dims:
+        raise Mixing(eqn, "scatters into rows by position (x.at[i] writes chosen rows)", rows_of(eqn, states)[0][1])
+    window = dn.update_window_dims[kept.index(k)]
+    if shape(eqn.invars[2])[window] != shape(eqn.invars[0])[k]:
+        raise Mixing(eqn, "scatters into some rows by position", rows_of(eqn, states)[0][1])
+    row = op if isinstance(op, Row) else upd
+    if isinstance(upd, Row):
+        if upd.axis != window:
+            raise Mixing(eqn, "scatters rows into other rows", upd)
+    else:
+        free_ok(eqn, eqn.invars[2], upd, Row(window, row.origin))
+    if not isinstance(op, Row):
+        free_ok(eqn, eqn.invars[0], op, Row(k, row.origin))
+    return [Row(k, row.origin)]
+
+
 def identity(a: Analysis, eqn: Any, states: list) -> list:
     return list(states[:len(eqn.outvars)])
 
@@ -269,7 +296,9 @@ RULES.update({
     "dot_general": dot_general, "conv_general_dilated": conv, "gather": gather,
     "sort": along("dimension", "sorts"), "concatenate": along("dimension", "concatenates"),
     "split": along("axis", "splits"), "cond": cond, "scan": scan, "while": while_,
-    "optimization_barrier": identity, "random_bits": random_leading, "random_split": random_leading,
+    "optimization_barrier": identity, "scatter": scatter, "scatter-add": scatter, "scatter_add": scatter,
+    "scatter-mul": scatter, "scatter_mul": scatter, "scatter-min": scatter, "scatter_min": scatter,
+    "scatter-max": scatter, "scatter_max": scatter, "random_bits": random_leading, "random_split": random_leading,
     "random_wrap": random_leading, "random_unwrap": random_leading, "random_seed": random_leading,
 })
 
