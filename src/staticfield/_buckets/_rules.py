@@ -29,7 +29,7 @@ log log1p logistic lt max min mul ne neg nextafter not or polygamma population_c
 random_gamma_grad real reduce_precision regularized_incomplete_beta rem round rsqrt select_n
 shift_left shift_right_arithmetic shift_right_logical sign sin sinh sqrt square stop_gradient
 sub tan tanh xor zeta sharding_constraint mesh_cast reshard pvary random_fold_in
-threefry2x32 square cumsum_p
+square cumsum_p
 """.split())
 REDUCTIONS = frozenset("reduce_sum reduce_max reduce_min reduce_prod reduce_and reduce_or "
                        "reduce_xor argmax argmin reduce".split())
