@@ -120,6 +120,17 @@ def test_watch_lists_padding_apart_and_budgets_leave_it_out():
         f(rows(200), W1, W2)
 
 
+def test_sliced_outputs_keep_dtype_and_weak_type_whichever_way_they_are_sliced():
+    """A size seen once (sliced on the host on the CPU) and again (by the slice program) gives
+    outputs of the same dtype and weak type."""
+    f = sf.jit(lambda x: (x * 2, x[:, 0] * 0 + 1, x.astype(jnp.int8)), buckets={"x": 0})
+    first = f(jnp.asarray(rows(23, 2)))
+    second = f(jnp.asarray(rows(23, 2)))
+    assert [(a.dtype, a.weak_type, a.shape) for a in first] == [(b.dtype, b.weak_type, b.shape) for b in second]
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_numpy_inputs_pad_on_the_host():
     """NumPy inputs compile no pad program; device arrays of a size seen again compile one
     (on the CPU, a size seen once is padded and sliced on the host and compiles nothing)."""
@@ -180,11 +191,15 @@ def test_row_mixing_functions_are_refused(name):
 
 
 def test_an_output_without_the_row_axis_is_refused():
-    """An output that does not carry the row axis (a scalar from the rows) is refused without mask=."""
+    """An output that does not carry the row axis is refused without mask=, even one of the
+    bucket's size (`jnp.ones(4)` cannot be told from `jnp.ones(len(x))`)."""
     f = sf.jit(lambda x: (x * 2, jnp.float32(1.0)), buckets={"x": 0})
     with pytest.raises(sf.BucketError, match=r"output \[1\] \(float32\[\]\) does not carry the row axis of the "
                                              r"bucketed argument\(s\) `x`"):
         f(rows(3))
+    g = sf.jit(lambda x: (x * 2, jnp.ones(4)), buckets={"x": 0})
+    with pytest.raises(sf.BucketError, match=r"output \[1\] \(float32\[4\]\) does not carry the row axis"):
+        g(rows(3))
 
 
 @jax.custom_vjp

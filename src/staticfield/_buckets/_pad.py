@@ -84,10 +84,13 @@ _SEEN_MAX = 65536
 
 
 def _first_on_cpu(key: Any, leaves: Sequence[Any]) -> bool:
-    """Whether this is the first sight of ``key`` and every leaf is a one-device CPU array."""
+    """Whether this is the first sight of ``key`` and every leaf is a one-device CPU array
+    that is not weakly typed (NumPy would drop the weak type, which the programs keep)."""
     if key in _SEEN:
         return False
     for x in leaves:
+        if getattr(x, "weak_type", True):
+            return False
         sharding = getattr(x, "sharding", None)
         if sharding is None or sharding.num_devices != 1 or next(iter(sharding.device_set)).platform != "cpu":
             return False
