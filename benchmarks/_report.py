@@ -8,7 +8,7 @@ import os
 import shutil
 from typing import Any
 
-from . import deps, dispatch, fields, misses, nested, restart, stacking, variants, watch
+from . import buckets, deps, dispatch, fields, misses, nested, restart, stacking, variants, watch
 from ._harness import Results, Row, fmt_us
 from ._plots import plots
 from ._targets import Target
@@ -160,6 +160,20 @@ def body(results: Results, targets: list[Target], machine: dict[str, Any],
                 "from the first call to the last result (imports and inputs before the clock), the "
                 "median of 5 processes each.", ""]
         out += _table(results.select(restart.RESTART), restart.COLD)
+    if results.select(buckets.SERVE):
+        served = results.extra.get(buckets.COMPILES, {})
+        out += ["", f"{h} 11. shape buckets: an MLP served with many batch sizes", "",
+                f"{served.get('sizes', 'N')} NumPy batches of sizes drawn from 1..4096 "
+                f"({served.get('distinct sizes', 'N')} distinct), one call each, compiles included: total µs. "
+                "Compiles of the user's function: "
+                + ", ".join(f"{k}: {v}" for k, v in served.items() if k not in ("sizes", "distinct sizes"))
+                + ".", ""]
+        out += _table(results.select(buckets.SERVE), buckets.RAW)
+    if results.select(buckets.HIT):
+        out += ["", f"{h} 11b. shape buckets: a cache hit", "",
+                "A bucketed call with 37 rows (bucket 64) against a plain jitted call of the bucket's "
+                "shape, and the pad and slice programs alone; µs per call.", ""]
+        out += _table(results.select(buckets.HIT), buckets.RAW_HIT)
     notes = [f"- {n}" for n in results.notes]
     compile_s = results.extra.get("variants_compile_s")
     if compile_s:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import deps, dispatch, fields, misses, nested, restart, variants, watch
+from . import buckets, deps, dispatch, fields, misses, nested, restart, variants, watch
 from ._harness import Results
 
 
@@ -132,4 +132,14 @@ def evaluate(results: Results) -> list[Target]:
             ours = g(restart.RESTART, model, name)
             out.append(Target(f"fresh process, first results ({model}): {name} / JAX persistent cache", goal,
                               True, _ratio(ours, warm), _why((name, ours), (restart.PCACHE, warm))))
+    served = results.extra.get(buckets.COMPILES, {})
+    compiles = served.get(buckets.OURS)
+    out.append(Target(f"buckets: compiles of the user's function over {served.get('sizes', 'N')} batch sizes "
+                      "(pow2)", 13.0, True, None if compiles is None else float(compiles),
+                      _why((buckets.OURS, compiles)) or f"(jax.jit: {served.get(buckets.RAW)})"))
+    hit, raw_hit = g(buckets.HIT, "", buckets.OURS_DEV), g(buckets.HIT, "", buckets.RAW_HIT)
+    pad, cut = g(buckets.HIT, "", buckets.PAD), g(buckets.HIT, "", buckets.SLICE)
+    plus = None if None in (raw_hit, pad, cut) else raw_hit + pad + cut  # type: ignore[operator]
+    out.append(Target("buckets: device-batch hit / (jax.jit hit of the bucket + one pad + one slice)", 1.0, True,
+                      _ratio(hit, plus), _why((buckets.OURS_DEV, hit), (buckets.RAW_HIT, raw_hit))))
     return out

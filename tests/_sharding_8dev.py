@@ -352,6 +352,31 @@ def docs_multihost_example_on_one_process():
     return printed.strip()
 
 
+@check
+def buckets_row_axis_sharded():
+    """buckets= with the row axis sharded over 8 devices (in a non-default order): the bucket
+    is a multiple of 8, the padded batch keeps its sharding, the rows equal the unsharded call."""
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[::-1]), ("data",))
+    w = np.random.RandomState(0).randn(4, 3).astype(np.float32)
+
+    def fn(x, w):
+        return jnp.tanh(x @ w)
+
+    f = sf.jit(fn, buckets={"x": 0}, bucket_sizes=[12, 40, 64])
+    x = np.random.RandomState(1).randn(8, 4).astype(np.float32)  # 8 rows: the list says 12
+    xs = jax.device_put(x, NamedSharding(mesh, P("data")))
+    close(f(xs, w), fn(x, w))
+    assert list(f.buckets()) == [40], f.buckets()  # 12 is no multiple of 8; 40 is
+    g = sf.jit(fn, buckets={"x": 0}, bucket_sizes=[12, 20])
+    try:
+        g(xs, w)
+    except ValueError as exc:
+        assert "is sharded over 8 devices along its row axis" in str(exc), exc
+    else:
+        raise AssertionError("no bucket divisible by 8 was accepted")
+    return str(f.buckets())
+
+
 def main():
     only = set(sys.argv[1:])
     for fn in CHECKS:

@@ -125,3 +125,14 @@ def test_examples_leave_logging_alone(capsys: pytest.CaptureFixture[str]):
     before = [(lg.level, list(lg.handlers)) for lg in loggers]
     run_example("static_flag", capsys)
     assert [(lg.level, list(lg.handlers)) for lg in loggers] == before
+
+
+@pytest.mark.max_compiles(9)  # one program per bucket used; the pad and slice programs are not counted
+def test_serving_buckets(capsys: pytest.CaptureFixture[str]):
+    """60 requests of random sizes compile one program per pow2 bucket used, each explained as a bucket."""
+    result, printed = run_example("serving_buckets", capsys)
+    buckets = {1 << (n - 1).bit_length() if n > 1 else 1 for n in result["sizes"]}
+    assert result["compile_count"] == len(buckets) == 9 < len(set(result["sizes"]))
+    assert set(result["buckets"]) == buckets
+    assert all(c.kind == "bucket" for e in result["recompiles"] for c in e.changes)
+    assert "x.shape[0]: 236 → bucket 256 (was 64)" in printed

@@ -21,7 +21,8 @@ ALLOWED = {
     "_explain": {"_core"},
     "_deps": {"_core", "_explain"},
     "_store": {"_core", "_explain"},
-    "_jit": {"_core", "_explain", "_deps", "_store"},
+    "_buckets": {"_core", "_explain"},
+    "_jit": {"_core", "_explain", "_deps", "_store", "_buckets"},
     "_watch": {"_core", "_explain", "_store"},
 }
 

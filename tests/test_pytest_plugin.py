@@ -317,3 +317,28 @@ def test_plugin_loads_by_its_package_name_with_autoload_off(tmp_path):
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-2000:]
     assert "compiled 1 time(s), over its budget of 0" in result.stdout
+
+
+def test_bucket_padding_programs_are_not_counted(pytester):
+    """A bucketed function's pad and slice programs stay out of the budget: its own compiles count."""
+    make(pytester, """
+        import staticfield as sf
+
+        @sf.jit(buckets={"x": 0})
+        def triple(x):
+            return x * 3
+
+        @pytest.mark.max_compiles(2)
+        def test_many_sizes():
+            for n in range(9, 33):  # buckets 16 and 32; a pad and a slice program per size
+                assert triple(jnp.ones((n, 2))).shape == (n, 2)
+            assert triple.compile_count == 2
+
+        @pytest.mark.max_compiles(1)
+        def test_over():
+            triple(jnp.ones((40, 2)))
+            triple(jnp.ones((70, 2)))
+    """)
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, failed=1)
+    assert "this test compiled 2 time(s), over its budget of 1" in result.stdout.str()

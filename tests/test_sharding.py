@@ -364,6 +364,11 @@ def test_8dev_data_parallel_outputs_keep_annotated_shardings(eight):
     _passed(eight, "data_parallel_outputs_have_annotated_shardings")
 
 
+def test_8dev_buckets_keep_the_row_axis_divisible_by_the_mesh(eight):
+    """buckets= with a sharded row axis picks a bucket divisible by the devices it is split over."""
+    _passed(eight, "buckets_row_axis_sharded")
+
+
 def test_8dev_data_parallel_step_compiles_once(eight):
     """The jitted data-parallel step traces once across steps (and sf.jit counts one compile)."""
     _passed(eight, "data_parallel_compiles_once")

@@ -12,7 +12,7 @@ the test's own line); a test that fails for its own reasons is reported as itsel
 
 Only jit compiles count: a jitted function of the user's, equinox's, flax's or
 staticfield's, ``jax.pmap`` included; single operations run outside jit (eager
-op-by-op) do not. Compiles are per process, as JAX's caches are: a function that an
+op-by-op) do not, nor do the pad and slice programs of ``buckets=``. Compiles are per process, as JAX's caches are: a function that an
 earlier test compiled is a cache hit here. Under pytest-xdist each worker counts its
 own tests. Imports ``staticfield._watch`` only (it sits on top of the package), and only
 inside the functions that need it. ``staticfield.pytest_plugin`` is this module under
@@ -126,7 +126,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 
 
 def _count(functions: list[WatchedFunction]) -> int:
-    return sum(f.count for f in functions if not f.eager)
+    return sum(f.count for f in functions if not f.eager and not f.padding)
 
 
 def _fail(headline: str, w: watch) -> None:
@@ -175,7 +175,7 @@ class Compiles:
 
     @property
     def functions(self) -> list[WatchedFunction]:
-        return [f for f in self._watch.functions if not f.eager]
+        return [f for f in self._watch.functions if not f.eager and not f.padding]
 
     def report(self) -> str:
         return self._watch.report()

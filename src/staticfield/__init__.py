@@ -7,6 +7,8 @@ compile only when something really changed, and explain every recompile.
 
 from ._core._abstract import AbstractClassVar as AbstractClassVar
 from ._core._abstract import AbstractVar as AbstractVar
+from ._buckets import BucketCheckError as BucketCheckError
+from ._buckets import BucketError as BucketError
 from ._core._decorator import dataclass as dataclass
 from ._core._errors import DepsCheckError as DepsCheckError
 from ._core._errors import RecompileError as RecompileError
@@ -45,6 +47,8 @@ __version__ = "0.1.0"
 __all__ = [
     "AbstractClassVar",
     "AbstractVar",
+    "BucketCheckError",
+    "BucketError",
     "Change",
     "DepsCheckError",
     "FrozenDict",

@@ -54,6 +54,7 @@ FEATURES = {
     "cache_size": "cache_size() cannot count compiled programs (compile_count still counts compiles)",
     "store": "the program store stays off",
     "fast_check": "",  # a faster construction check only: without it, isinstance does the work
+    "bucket_lines": "sf.BucketError cannot name the source line of the operation that mixes rows",
 }
 
 PRIVATE: tuple[Private, ...] = (
@@ -78,6 +79,7 @@ PRIVATE: tuple[Private, ...] = (
     Private("trace_context", "jax._src.config", "trace_context", None, "store"),
     Private("trace_context_names", "jax._src.config", "trace_context_names", None, "store"),
     Private("initialize_lapack", "jax._src.lax.linalg", "initialize_lapack", (), "store"),
+    Private("source_summary", "jax._src.source_info_util", "summarize", ("source_info",), "bucket_lines"),
 )
 
 

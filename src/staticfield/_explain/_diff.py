@@ -15,7 +15,7 @@ from ._describe import PASSING as _PASSING
 from .._core._display import short_dtype
 from .._core._keys import keyable
 
-KINDS = ("static", "shape", "dtype", "weak_type", "structure", "sharding", "static_arg")
+KINDS = ("static", "shape", "dtype", "weak_type", "structure", "sharding", "static_arg", "bucket")
 
 _NO_CHANGE = (
     "a global setting such as jax_enable_x64 may have changed, or JAX's caches were "
@@ -53,9 +53,11 @@ class Change:
     """One difference between a trace and the closest earlier one.
 
     ``kind`` is one of ``"static"``, ``"shape"``, ``"dtype"``, ``"weak_type"``,
-    ``"structure"``, ``"sharding"``, ``"static_arg"``; ``old``/``new`` are short strings.
-    ``read`` says, for a ``deps="read"`` method, where it read this static
-    (``"read at model.py:14"``); it is empty otherwise.
+    ``"structure"``, ``"sharding"``, ``"static_arg"``, ``"bucket"``; ``old``/``new`` are short
+    strings. ``read`` says, for a ``deps="read"`` method, where it read this static
+    (``"read at model.py:14"``); it is empty otherwise. A ``"bucket"`` change (``buckets=``)
+    is a new bucket: ``old`` and ``new`` are the earlier and new bucket sizes, ``rows`` the
+    row count of the call that needed it (``x.shape[0]: 37 → bucket 64 (was 32)``).
     """
 
     path: str
@@ -64,8 +66,11 @@ class Change:
     new: str
     hint: str = ""
     read: str = ""  # deps="read": where the method read this static (``read at model.py:14``)
+    rows: str = ""  # "bucket": the row count of the call
 
     def __str__(self) -> str:
+        if self.kind == "bucket":
+            return f"{self.path}: {self.rows} → bucket {self.new} (was {self.old})"
         kind = f"{self.kind}; {self.read}" if self.read else self.kind
         text = f"{self.path}: {self.old} → {self.new} ({kind})"
         return f"{text}\n    {self.hint}" if self.hint else text

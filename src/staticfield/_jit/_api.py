@@ -21,7 +21,8 @@ from typing import Any, Callable, Literal, TypeVar, overload
 from typing_extensions import Concatenate, ParamSpec
 
 from . import _auto
-from ._args import qualname, signature_parts
+from ._args import qualname, resolve_static, signature_parts
+from .._buckets import bucket_spec
 from ._bound import ClassView, JitMethod
 from ._engine import JitFunction
 from ._hitpath import public_function
@@ -197,8 +198,10 @@ def jit(fn: Callable | None = None, /, *, max_compiles: int | None = None, warn_
                      **_shift_argnums(jit_kwargs))
         return BoundJit(shared, fn)
     options = dict(jit_kwargs, max_compiles=max_compiles, warn_compiles=warn_compiles)
+    jit_kwargs = dict(jit_kwargs)
+    buckets = bucket_spec(fn, qualname(fn), jit_kwargs, resolve_static(fn, jit_kwargs)[2])
     return _shared(fn, options, lambda: public_function(
-        JitFunction(fn, jit_kwargs, max_compiles, warn_compiles, method=False, rebuild=_unpickle)))
+        JitFunction(fn, jit_kwargs, max_compiles, warn_compiles, method=False, rebuild=_unpickle, buckets=buckets)))
 
 
 @overload
@@ -242,5 +245,7 @@ def jit_method(fn: Callable | None = None, /, *, max_compiles: int | None = None
             f"@sf.jit_method: {qualname(fn)} takes no positional `self` parameter, so it is "
             "not a method. Use sf.jit for free functions."
         )
+    jit_kwargs = dict(jit_kwargs)
+    buckets = bucket_spec(fn, qualname(fn), jit_kwargs, resolve_static(fn, jit_kwargs)[2])
     return JitMethod(JitFunction(fn, jit_kwargs, max_compiles, warn_compiles, method=True, rebuild=_unpickle,
-                                 deps=deps))
+                                 deps=deps, buckets=buckets))

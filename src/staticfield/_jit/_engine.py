@@ -28,6 +28,7 @@ from .._core._spec import SPECS
 from .._core._state import flat
 from .._core._traceback import hide
 from .._store import Hooks, stored
+from .._buckets import BucketSpec
 from ._tracker import (
     TRACKER_COUNTERS,
     UNSET,
@@ -50,6 +51,13 @@ _NO_INSTANCE = (
 )
 
 
+def _chain(first: Callable | None, second: Callable | None) -> Callable | None:
+    """One rewrite of an explanation after the other (``deps="read"``'s, then buckets')."""
+    if first is None or second is None:
+        return first or second
+    return lambda x: second(first(x))
+
+
 class JitFunction(Programs):
     """The engine behind ``sf.jit(fn)`` and an ``@sf.jit_method``: its variants and tracker.
 
@@ -59,7 +67,8 @@ class JitFunction(Programs):
     """
 
     def __init__(self, fn: Callable, jit_kwargs: dict[str, Any], max_compiles: int | None,
-                 warn_compiles: Any, method: bool, rebuild: Callable[..., Any], deps: str = "all") -> None:
+                 warn_compiles: Any, method: bool, rebuild: Callable[..., Any], deps: str = "all",
+                 buckets: BucketSpec | None = None) -> None:
         if not callable(fn):
             raise TypeError(f"sf.jit expects a function, got {type(fn).__name__}.")
         name = qualname(fn)
@@ -74,6 +83,12 @@ class JitFunction(Programs):
         self.options = dict(jit_kwargs, max_compiles=max_compiles, warn_compiles=warn_compiles)
         if deps != "all":
             self.options["deps"] = deps
+        # buckets=: JAX traces the bucket body (row analysis) in place of fn; calls go through
+        # the bucket front (pad, call, slice), so every call takes the general path.
+        self.bucket_spec = buckets
+        self.traced_fn = fn if buckets is None else buckets.body(fn)
+        if buckets is not None:
+            self.options.update(buckets.options)
         self.attr_name: str = getattr(fn, "__name__", "method")  # a jit_method's class attribute
         self.owner: type | None = None  # a jit_method's class (set by JitMethod.__set_name__)
         self.method = method
@@ -87,7 +102,7 @@ class JitFunction(Programs):
         self._jit_kwargs = {k: v for k, v in jit_kwargs.items() if k not in _OWN_KWARGS}
         self._jit_kwargs.update(resolve_donation(fn, self._jit_kwargs))
         self.has_static = bool(self.static_pos or self.static_names)
-        self.fast = method and not self.has_static
+        self.fast = method and not self.has_static and buckets is None
         # deps="read": programs shared by the statics the method reads (see _deps); with
         # static arguments, one Deps per value of the other arguments' keys (_deps_args).
         self.deps: Deps | None = None
@@ -103,6 +118,8 @@ class JitFunction(Programs):
             else method_call(self.fn, self.variants, self.method_miss) if self.deps is None
             else deps_method_call(self.fn, self.variants, self.deps.retry)
         )
+        if buckets is not None and method:  # sf.jit wraps its own hit path (_hitpath.public_function)
+            self.call = buckets.front(self.call)
         # deps="read": obj.method is partial(bound_call, children, key), looked up on each call.
         self.bound_call = deps_bound_call(fn, self.variants, self.deps.retry) if self.deps else None
 
@@ -190,7 +207,8 @@ class JitFunction(Programs):
         traced = functools.partial(self._traced, vkey)
         deps, base = self._deps_of(vkey)
         jitted = make_jitted(self.fn, layout, static_kwargs, traced, self._jit_kwargs, self.static_pos,
-                             deps.explain if deps is not None else None)
+                             _chain(deps.explain if deps is not None else None,
+                                    self.bucket_spec.explain if self.bucket_spec is not None else None))
         return stored(jitted, self.fn, vkey, self._jit_kwargs, _VariantHooks(self, vkey, deps, base))
 
     def _deps_of(self, vkey: Any) -> tuple[Deps | None, Any]:
@@ -229,7 +247,9 @@ class JitFunction(Programs):
         deferred = pending[1] if pending is not None and pending[0] is vkey else None
         try:
             ticket = tracker.begin(description, type(args[0]) if self.method and args else None,
-                                   deps.annotate if deps is not None else None, budget=deferred is None)
+                                   _chain(deps.annotate if deps is not None else None,
+                                          self.bucket_spec.annotate if self.bucket_spec is not None else None),
+                                   budget=deferred is None)
         except RecompileError:
             variants = self.variants if deps is None else deps.variants
             with self._lock:  # refused: not cached either, unless the variant has programs
@@ -237,7 +257,7 @@ class JitFunction(Programs):
                     variants.pop(base, None)
             raise
         try:
-            out = self.fn(*args, **kwargs) if deps is None else deps.run(self.fn, base, args, kwargs)
+            out = self.traced_fn(*args, **kwargs) if deps is None else deps.run(self.traced_fn, base, args, kwargs)
         except BaseException as exc:
             tracker.abort(ticket)
             add_hint(exc, self.names, args, kwargs)

@@ -188,13 +188,15 @@ def public_function(engine: Any) -> Callable[..., Any]:
     namespace = {"SPECS": SPECS, "variants": engine.variants, "miss": engine.general_miss, "general": engine.call,
                  "hide": hide, "__sf_plain": None, "__sf_type": type, "__sf_Array": ARRAY}
     call = compile_functions(lines, ["call"], namespace, what=f"sf.jit hit path of {qualname(fn)}")["call"]
+    if engine.bucket_spec is not None:  # buckets=: pad, this hit path, slice
+        call = engine.bucket_spec.front(_as_user(call, fn))
     wrapper = JitWrapper(_as_user(call, fn))
     state = engine.tracker.__dict__
     state.update({k: v for k, v in getattr(fn, "__dict__", {}).items() if not k.startswith("__staticfield")})
     state.update(
         __wrapped__=fn, __sf_jit__=engine, cache_size=engine.cache_size, lower=engine.lower,
         trace=engine.trace, eval_shape=engine.eval_shape, clear_cache=engine.clear_cache,
-        precompile=engine.precompile,
+        precompile=engine.precompile, buckets=engine.buckets,
     )
     state["__source__"] = call.__source__  # type: ignore[attr-defined]
     wrapper.__dict__ = state

@@ -75,6 +75,12 @@ class Programs:
             jitted += self.rest_deps.programs()
         return list({id(j): j for j in jitted}.values())
 
+    def buckets(self) -> dict[int, dict[str, int]]:
+        """``buckets=``: ``{bucket: {"calls": n, "rows": real rows, "padded": rows added}}``
+        (empty without ``buckets=``)."""
+        spec = getattr(self, "bucket_spec", None)
+        return {} if spec is None else spec.buckets()
+
     def cache_size(self) -> int:
         """JAX's count of compiled executables over all static variants (with a program
         store, the programs each variant keeps)."""

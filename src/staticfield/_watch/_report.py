@@ -22,9 +22,10 @@ SUMMARY_FROM = 4  # a compile with this many changes starts with a one-line summ
 
 def render(functions: Sequence[Any], notices: Sequence[str]) -> str:
     """Per function (most compiles first): compiles, seconds, and why each recompile;
-    eager op-by-op compiles summed on one line after them."""
-    jitted = [f for f in functions if not f.eager]
+    buckets' pad and slice programs, then eager op-by-op compiles, summed on a line each."""
+    jitted = [f for f in functions if not f.eager and not f.padding]
     eager = [f for f in functions if f.eager]
+    padding = [f for f in functions if f.padding]
     lines = _fitted(
         f"staticfield watch: {len(jitted)} jitted function(s), "
         f"{sum(f.count for f in jitted)} compile(s);", _seconds(jitted)
@@ -32,6 +33,11 @@ def render(functions: Sequence[Any], notices: Sequence[str]) -> str:
     for f in sorted(jitted, key=lambda f: -f.count):
         lines.append("")
         lines += _function_lines(f)
+    if padding:
+        lines += ["", *wrap(
+            f"bucket padding (buckets=: staticfield's pad and slice programs, not your functions): "
+            f"{sum(f.count for f in padding)} compile(s) in "
+            f"{sum(f.seconds(t) for f in padding for t in _TIMES):.3f} s", "  ")]
     if eager:
         counts = Counter({f.name: f.count for f in eager})
         shown = ", ".join(f"{n} ×{c}" if c > 1 else n for n, c in counts.most_common(6))
@@ -100,7 +106,7 @@ def _change_lines(ch: Any) -> list[str]:
     """``path: old → new (kind)`` on one line, or path and kind, then old → new, below;
     with deps="read", the kind says where the value was read (``static; read at m.py:4``)."""
     kind = f"{ch.kind}; {ch.read}" if ch.read else ch.kind
-    line = f"    {ch.path}: {ch.old} → {ch.new} ({kind})"
+    line = f"    {ch}" if ch.kind == "bucket" else f"    {ch.path}: {ch.old} → {ch.new} ({kind})"
     if len(line) <= WIDTH:
         return [line]
     return [*wrap(f"{ch.path} ({kind}):", "      ", "    "),
@@ -143,6 +149,7 @@ def to_dict(functions: Sequence[Any], notices: Sequence[str], explained: bool) -
                 "name": f.name,
                 "location": f.location,
                 "eager": f.eager,
+                "padding": f.padding,
                 "compiles": f.count,
                 "failed_traces": f.failed_traces,
                 "loads": f.loads,

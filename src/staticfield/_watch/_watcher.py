@@ -73,6 +73,7 @@ class WatchedFunction:
     location: str
     compiles: list[Compile] = dataclasses.field(default_factory=list)
     eager: bool = False  # an op-by-op primitive (jnp.ones(3) outside jit)
+    padding: bool = False  # a pad or slice program of buckets= (staticfield's, not the user's)
     note: str = ""  # why a recompile may show no changed argument
     failed_traces: int = 0  # traces that raised (nothing compiled)
     loads: int = 0  # programs loaded from the program store (no trace, no compile)
@@ -143,7 +144,7 @@ class watch:
         return to_dict(self.functions, self.notices, self.explained)
 
     def over_budget(self, max_compiles: int) -> list[WatchedFunction]:
-        return [f for f in self.functions if not f.eager and f.count > max_compiles]
+        return [f for f in self.functions if not f.eager and not f.padding and f.count > max_compiles]
 
     # -- called by the hooks; each catches its own failures -------------------------
 
@@ -186,16 +187,17 @@ class watch:
         with self._lock:
             entry = self._by_key.get(key)
             if entry is None:
-                entry = self._by_key[key] = WatchedFunction(name, location, eager=eager)
+                padding = bool(getattr(user_fun, "__staticfield_padding__", False))
+                entry = self._by_key[key] = WatchedFunction(name, location, eager=eager, padding=padding)
         changes: list[Change] = []
         description: dict = {}
-        if not eager:
+        # eqx.filter_eval_shape traces the user's function inside a partial of its own,
+        # made anew each time: not another function object of the user's
+        stand_in = not eager and is_eqx_eval_shape(fun)
+        if not eager and not entry.padding:
             description = _describe.describe(
                 user_fun, args, kwargs, static_argnums, static_argnames, static_leaf,
             )
-            # eqx.filter_eval_shape traces the user's function inside a partial of its own,
-            # made anew each time: not another function object of the user's
-            stand_in = is_eqx_eval_shape(fun)
             if entry.compiles:
                 # staticfield makes one function per static variant: not the user's doing
                 seen = stand_in or _seen(entry, fun) or all(o is None for o in entry._owners)
@@ -213,7 +215,7 @@ class watch:
         record = Compile(len(entry.compiles) + 1, call_site(), changes, via=via())
         entry.compiles.append(record)
         entry._descriptions.append(description)
-        entry._owners.append(None if not eager and stand_in else id(fun))
+        entry._owners.append(None if stand_in else id(fun))
         entry._placements.append(None)
         if not eager:
             self._by_source[str(getattr(dbg, "func_src_info", ""))] = entry

@@ -6,4 +6,4 @@ each module's source and the output of its ``run()``. Run one on its own with
 functions and classes, so ``run()`` shows the compile counts of a fresh process.
 """
 
-EXAMPLES = ("scan_params", "static_flag", "shape_change", "stale_results")
+EXAMPLES = ("scan_params", "static_flag", "shape_change", "stale_results", "serving_buckets")

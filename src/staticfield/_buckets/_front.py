@@ -1,0 +1,347 @@
+"""A bucketed function's call: pad, run the bucket's program, slice, count.
+
+``BucketSpec`` is made once per function from ``buckets=``, ``bucket_sizes=`` and
+``mask=``. ``spec.front(call)`` wraps the engine's call (an explicit input: this room
+never imports ``_jit``): it finds the bucketed arguments' rows, picks the bucket
+(``_sizes``), pads (``_pad``), calls, slices the outputs that carry the row axis and counts
+``buckets()``. A call whose one bucketed argument is a plain array passed by position
+takes a short path. What JAX traces (``spec.body(fn)``) is ``_trace``'s; the checking
+mode and the explanations are ``_report``'s.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from typing import Any, Callable
+
+import jax
+import numpy as np
+
+from .._core import _compat
+from . import _pad
+from ._errors import BucketError
+from ._report import Reports
+from ._trace import AMBIGUOUS_AXES, Traced
+from ._sizes import Sizes
+
+_BUCKETS = (
+    "{function}: buckets= maps parameter names to the row axis of each, e.g. "
+    "buckets={{\"x\": 0}}; got {got!r}."
+)
+_NO_PARAM = (
+    "{function}: buckets= names {name!r}, which is not one of its parameters ({params}). "
+    "Fix the name, or add the parameter."
+)
+_STATIC = (
+    "{function}: buckets= names {name!r}, which is a static argument; only traced arguments "
+    "have rows to pad. Drop it from buckets= or from static_argnames."
+)
+_MASK = (
+    "{function}: mask= must be \"valid\" (the function then takes a keyword argument `valid`, "
+    "the row mask) or None, got {got!r}."
+)
+_MASK_PARAM = (
+    "{function}: mask=\"valid\" passes the row mask as a keyword argument `valid`, but the "
+    "function takes no parameter `valid` (nor **kwargs). Add a parameter `valid` (a bool "
+    "array, True for real rows)."
+)
+_LEAF_AXIS = (
+    "{function}: the bucketed argument {path} is {what}, which has no axis {axis} to pad. "
+    "Give it a row axis, or pass it in an argument that is not in buckets=."
+)
+_DISAGREE = (
+    "{function}: the bucketed leaves {a} and {b} disagree on their number of rows ({na} and "
+    "{nb}); every array leaf of a bucketed argument, and every bucketed argument of a call, "
+    "must have the same number of rows on its row axis."
+)
+_AMBIGUOUS = (
+    "{function}: two of its programs return outputs of the same structure and shapes with "
+    "the rows on different axes (or the output's row axes could not be found), so "
+    "staticfield cannot tell which axis to slice. Return the rows on the same axis, or use "
+    "two functions."
+)
+_SHARDED = (
+    "{function}: the bucketed argument {path} is sharded over {m} devices along its row "
+    "axis, and no size of bucket_sizes={sizes!r} at or above {rows} rows is a multiple of "
+    "{m}. Add one (e.g. {suggest})."
+)
+_ARRAY = _compat.get("array_impl") or np.ndarray  # jax.Array's concrete class
+_ONE = jax.tree_util.tree_structure(0)  # the tree of one leaf
+
+
+class _Call:
+    """The call in progress on this thread (read by the trace and by ``annotate``)."""
+
+    __slots__ = ("rows", "bucket", "traced", "check")
+
+    def __init__(self, rows: int, bucket: int) -> None:
+        self.rows, self.bucket, self.traced, self.check = rows, bucket, False, False
+
+
+def _is_array(x: Any) -> bool:
+    return isinstance(x, (np.ndarray, jax.Array)) and not isinstance(x, np.generic)
+
+
+def _keystr(path: tuple) -> str:
+    return jax.tree_util.keystr(path)
+
+
+class BucketSpec(Traced, Reports):
+    """The buckets of one function (see the module docstring)."""
+
+    def __init__(self, fn: Callable, function: str, buckets: Any, sizes: Any, mask: Any,
+                 static_names: frozenset) -> None:
+        if not isinstance(buckets, dict) or not buckets or any(
+                not isinstance(k, str) or not isinstance(v, int) or isinstance(v, bool) for k, v in buckets.items()):
+            raise TypeError(_BUCKETS.format(function=function, got=buckets))
+        sig = inspect.signature(fn)
+        params = list(sig.parameters)
+        var_kw = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+        for name in buckets:
+            if name not in sig.parameters:
+                raise TypeError(_NO_PARAM.format(function=function, name=name, params=", ".join(params)))
+            if name in static_names:
+                raise TypeError(_STATIC.format(function=function, name=name))
+        if mask not in (None, "valid"):
+            raise TypeError(_MASK.format(function=function, got=mask))
+        if mask and "valid" not in sig.parameters and not var_kw:
+            raise TypeError(_MASK_PARAM.format(function=function))
+        kinds = inspect.Parameter
+        self.fn = fn
+        self.params = params
+        self.static_names = static_names
+        self.function = function
+        self.axes = dict(buckets)
+        self.positions = {
+            name: params.index(name) for name in buckets
+            if sig.parameters[name].kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)
+        }
+        self.sizes = Sizes(function, sizes)
+        self.mask = mask
+        self.options = {"buckets": dict(buckets), "bucket_sizes": sizes, "mask": mask}
+        self.stats: dict[int, dict[str, int]] = {}
+        self._out_axes: dict[Any, Any] = {}
+        self._local = threading.local()
+        self._lock = threading.Lock()
+
+    # ----- the call -----------------------------------------------------------------------
+    def _found(self, args: tuple, kwargs: dict) -> list[tuple[str, Any, bool]]:
+        """(name, value, positional) of each bucketed argument given in this call."""
+        found = []
+        for name in self.axes:
+            p = self.positions.get(name)
+            if p is not None and p < len(args):
+                found.append((name, args[p], True))
+            elif name in kwargs:
+                found.append((name, kwargs[name], False))
+        return found
+
+    def _leaves(self, name: str, value: Any, strict: bool = True) -> tuple[list, Any, list[int | None], list[str]]:
+        leaves, treedef = jax.tree_util.tree_flatten(value)
+        axis = self.axes[name]
+        axes: list[int | None] = []
+        for i, leaf in enumerate(leaves):
+            if not (_is_array(leaf) or isinstance(leaf, _compat.Tracer)):
+                axes.append(None)  # a Python scalar, a string...: passes through
+                continue
+            ndim = np.ndim(leaf)
+            if not strict and not -ndim <= axis < ndim:  # a Python scalar that JAX made a tracer
+                axes.append(None)
+                continue
+            if not -ndim <= axis < ndim:
+                path = name + _keystr(jax.tree_util.tree_flatten_with_path(value)[0][i][0])
+                what = f"a {ndim}-d array of shape {tuple(np.shape(leaf))}"
+                raise ValueError(_LEAF_AXIS.format(function=self.function, path=path, what=what, axis=axis))
+            axes.append(axis % ndim)
+        return leaves, treedef, axes, []
+
+    def front(self, call: Callable[..., Any]) -> Callable[..., Any]:
+        """The bucketed call around ``call`` (the engine's, or ``sf.jit``'s hit path)."""
+        spec = self
+        plain = (np.ndarray, _ARRAY)
+        [(only, only_axis)] = list(self.axes.items()) if len(self.axes) == 1 else [(None, 0)]
+        only_pos = self.positions.get(only, -1) if only is not None and not self.mask else -1
+        choose, pad_device, host_pad = self.sizes.choose, _pad.pad, _pad.host_pad
+        local = self._local
+        names = lambda: f"`{only}`"  # noqa: E731 (for an error only)
+
+        def single(x: Any, args: tuple, kwargs: dict) -> Any:
+            """One bucketed argument, a plain array passed by position (the common call)."""
+            axis = spec._axis(only, x) if not 0 <= only_axis < x.ndim else only_axis
+            rows = x.shape[axis]
+            bucket = choose(rows, names)
+            if bucket != rows:
+                x = host_pad(x, axis, bucket) if x.__class__ is np.ndarray else pad_device([x], [axis], bucket)[0]
+                args = (*args[:only_pos], x, *args[only_pos + 1:])
+            state = _Call(rows, bucket)
+            outer = getattr(local, "call", None)
+            local.call = state
+            try:
+                out = call(*args, **kwargs)
+            finally:
+                local.call = outer
+            return spec._done(out, state, args, kwargs)
+
+        @functools.wraps(call)
+        def bucketed(*args: Any, **kwargs: Any) -> Any:
+            if len(args) > only_pos >= 0:
+                x = args[only_pos]
+                if x.__class__ is np.ndarray or (x.__class__ is _ARRAY and x.sharding.num_devices == 1):
+                    return single(x, args, kwargs)
+            found = spec._found(args, kwargs)
+            parts = []
+            rows: int | None = None
+            for name, value, positional in found:
+                if value.__class__ in plain:  # one array: no tree to flatten
+                    leaves, treedef, axes = [value], None, [spec._axis(name, value)]
+                else:
+                    leaves, treedef, axes, _ = spec._leaves(name, value)
+                for i, (leaf, axis) in enumerate(zip(leaves, axes)):
+                    if axis is None:
+                        continue
+                    n = leaf.shape[axis]
+                    if rows is None:
+                        rows, first = n, (name, value, i)
+                    elif n != rows:
+                        raise ValueError(_DISAGREE.format(function=spec.function, a=spec._path(*first), na=rows,
+                                                          b=spec._path(name, value, i), nb=n))
+                parts.append((name, positional, leaves, treedef, axes))
+            if rows is None:
+                return call(*args, **kwargs)
+            bucket = spec._bucket(rows, parts)
+            given = (args, kwargs)
+            if bucket != rows:
+                args, kwargs = list(args), dict(kwargs)
+                flat, where = [], []
+                for p, (name, positional, leaves, treedef, axes) in enumerate(parts):
+                    for i, axis in enumerate(axes):
+                        if axis is not None:
+                            flat.append(leaves[i])
+                            where.append((p, i, axis))
+                padded = _pad.pad(flat, [w[2] for w in where], bucket)
+                new = [list(part[2]) for part in parts]
+                for (p, i, _), leaf in zip(where, padded):
+                    new[p][i] = leaf
+                for (name, positional, _, treedef, _), leaves in zip(parts, new):
+                    value = leaves[0] if treedef is None else treedef.unflatten(leaves)
+                    if positional:
+                        args[spec.positions[name]] = value
+                    else:
+                        kwargs[name] = value
+            if spec.mask:
+                kwargs = dict(kwargs, valid=_pad.valid_mask(rows, bucket))
+            state = _Call(rows, bucket)
+            outer = getattr(local, "call", None)
+            local.call = state
+            try:
+                out = call(*args, **kwargs)
+            finally:
+                local.call = outer
+            return spec._done(out, state, args, kwargs, given)
+
+        bucketed.__wrapped__ = call  # type: ignore[attr-defined]
+        return bucketed
+
+    def _done(self, out: Any, state: _Call, args: Any, kwargs: dict, given: tuple | None = None) -> Any:
+        """After the call: slice, count, and (checking mode) compare with the unpadded call."""
+        rows, bucket = state.rows, state.bucket
+        result = self._slice(out, rows, bucket, list(args), kwargs)
+        self._count(rows, bucket)
+        if state.traced and state.check:
+            self._check(given if given is not None else self._unpad(args, kwargs, rows), result, rows, bucket)
+        return result
+
+    def _axis(self, name: str, value: Any) -> int:
+        """The row axis of a bucketed argument that is one array."""
+        axis, ndim = self.axes[name], value.ndim
+        if not -ndim <= axis < ndim:
+            what = f"a {ndim}-d array of shape {tuple(value.shape)}"
+            raise ValueError(_LEAF_AXIS.format(function=self.function, path=name, what=what, axis=axis))
+        return axis % ndim
+
+    def _path(self, name: str, value: Any, i: int) -> str:
+        if _is_array(value) or isinstance(value, _compat.Tracer):
+            return f"`{name}`"
+        return f"`{name}{_keystr(jax.tree_util.tree_flatten_with_path(value)[0][i][0])}`"
+
+    def _bucket(self, rows: int, parts: list) -> int:
+        """The bucket for ``rows``; with the row axis sharded over ``m`` devices, a multiple of
+        ``m`` (pow2: rounded up; a list: the smallest listed size that is one)."""
+        names = lambda: ", ".join(f"`{part[0]}`" for part in parts)  # noqa: E731 (for an error only)
+        bucket = self.sizes.choose(rows, names)
+        m = self._mesh_multiple(parts)
+        if m <= 1 or bucket % m == 0:
+            return bucket
+        if self.sizes.pow2:
+            return -(-bucket // m) * m
+        fits = [s for s in self.sizes.listed if s >= rows and s % m == 0]
+        if not fits:
+            raise ValueError(_SHARDED.format(function=self.function, path=names(), m=m, sizes=self.sizes.spec,
+                                             rows=rows, suggest=-(-rows // m) * m))
+        return fits[0]
+
+    @staticmethod
+    def _mesh_multiple(parts: list) -> int:
+        """The number of devices the row axis is split over (1 when not sharded)."""
+        m = 1
+        for _, _, leaves, _, axes in parts:
+            for leaf, axis in zip(leaves, axes):
+                sharding = getattr(leaf, "sharding", None) if axis is not None else None
+                if sharding is None or getattr(sharding, "num_devices", 2) == 1 or not hasattr(sharding, "shard_shape"):
+                    continue
+                try:
+                    shard = sharding.shard_shape(np.shape(leaf))
+                except Exception:
+                    continue
+                if shard[axis]:
+                    m = max(m, np.shape(leaf)[axis] // shard[axis])
+        return m
+
+    def _slice(self, out: Any, rows: int, bucket: int, args: list, kwargs: dict) -> Any:
+        if bucket == rows:
+            return out
+        if out.__class__ is _ARRAY:  # one array out: no tree to flatten
+            axes = self._out_axes.get((_ONE, ((out.shape, out.dtype),)))
+            if axes is not None and axes is not AMBIGUOUS_AXES:
+                axis = axes[0]
+                return out if axis is None else _pad.cut([out], (axis,), rows)[0]
+        leaves, treedef = jax.tree_util.tree_flatten(out)
+        key = (treedef, tuple((x.shape, x.dtype) for x in leaves))
+        axes = self._out_axes.get(key)
+        if axes is None:  # a program this process did not trace (loaded from a program store)
+            self._derive(args, kwargs)
+            axes = self._out_axes.get(key)
+        if axes is AMBIGUOUS_AXES or axes is None:
+            raise BucketError(_AMBIGUOUS.format(function=self.function))
+        if bucket == rows or not any(a is not None for a in axes):
+            return out
+        return treedef.unflatten(_pad.cut(leaves, axes, rows))
+
+    def _count(self, rows: int, bucket: int) -> None:
+        with self._lock:
+            entry = self.stats.get(bucket)
+            if entry is None:
+                entry = self.stats[bucket] = {"calls": 0, "rows": 0, "padded": 0}
+            entry["calls"] += 1
+            entry["rows"] += rows
+            entry["padded"] += bucket - rows
+
+    def buckets(self) -> dict[int, dict[str, int]]:
+        """``{bucket: {"calls": n, "rows": real rows, "padded": rows added}}``."""
+        with self._lock:
+            return {b: dict(v) for b, v in sorted(self.stats.items())}
+
+def bucket_spec(fn: Callable, function: str, options: dict[str, Any], static_names: frozenset) -> BucketSpec | None:
+    """The ``BucketSpec`` of ``sf.jit``/``jit_method`` options (``None`` without ``buckets=``);
+    pops ``buckets``, ``bucket_sizes`` and ``mask`` from ``options``."""
+    buckets = options.pop("buckets", None)
+    sizes = options.pop("bucket_sizes", "pow2")
+    mask = options.pop("mask", None)
+    if buckets is None:
+        if sizes != "pow2" or mask is not None:
+            raise TypeError(f"{function}: bucket_sizes= and mask= apply to buckets=; pass buckets= "
+                            "(e.g. buckets={\"x\": 0}) or drop them.")
+        return None
+    return BucketSpec(fn, function, buckets, sizes, mask, static_names)

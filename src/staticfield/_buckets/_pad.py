@@ -1,0 +1,153 @@
+"""Padding inputs up to a bucket and slicing outputs back, without a compile per size of
+the user's function.
+
+NumPy arrays are padded on the host (no program at all). Device arrays go through one
+small program of staticfield's own, ``pad_rows``, that pads every leaf of a call at once
+(one compile per new input size and structure); outputs go through ``slice_rows``
+(likewise). On the CPU, a size seen for the first time is padded or sliced on the host
+instead, so sizes that come once (most of them, in a serving loop) compile nothing. Plain ``jnp.pad`` or ``x[:n]`` would compile an eager program
+per leaf and size. Under a transformation (``vmap``, ``grad``, an outer ``jit``) the
+leaves are tracers and are padded and sliced inline, in the caller's program. Both
+programs carry ``__staticfield_padding__``, by which ``sf.watch`` lists them apart from
+the user's functions. Padding is zeros (``False`` for bools).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Sequence
+
+import jax
+import numpy as np
+from jax import lax
+
+from .._core import _compat
+
+
+def _pad_one(leaf: Any, axis: int, bucket: int) -> Any:
+    widths = [(0, 0, 0)] * leaf.ndim
+    widths[axis] = (0, bucket - leaf.shape[axis], 0)
+    return lax.pad(leaf, np.zeros((), leaf.dtype), widths)
+
+
+def _pad_all(leaves: Sequence[Any], spec: tuple) -> list:
+    return [_pad_one(leaf, axis, bucket) for leaf, (axis, bucket) in zip(leaves, spec)]
+
+
+def _slice_all(leaves: Sequence[Any], spec: tuple) -> list:
+    return [leaf if axis is None else lax.slice_in_dim(leaf, 0, n, axis=axis)
+            for leaf, (axis, n) in zip(leaves, spec)]
+
+
+def _own(fn: Any, name: str) -> Any:
+    fn.__name__ = fn.__qualname__ = name
+    fn.__staticfield_padding__ = True  # sf.watch: a padding program, not the user's
+    return fn
+
+
+def _pad_rows(leaves: list, spec: tuple) -> list:
+    return _pad_all(leaves, spec)
+
+
+def _slice_rows(leaves: list, spec: tuple) -> list:
+    return _slice_all(leaves, spec)
+
+
+pad_rows = jax.jit(_own(_pad_rows, "staticfield_pad_rows"), static_argnums=1)
+slice_rows = jax.jit(_own(_slice_rows, "staticfield_slice_rows"), static_argnums=1)
+
+
+@functools.lru_cache(maxsize=64)
+def _sharded_pad(shardings: tuple) -> Any:
+    """``pad_rows`` that keeps each padded leaf's sharding (the row axis sharded on a mesh)."""
+    return jax.jit(_own(_pad_rows, "staticfield_pad_rows"), static_argnums=1, out_shardings=list(shardings))
+
+
+def _is_tracer(x: Any) -> bool:
+    return isinstance(x, _compat.Tracer)
+
+
+def host_pad(leaf: np.ndarray, axis: int, bucket: int) -> np.ndarray:
+    """A NumPy array padded with zeros on ``axis`` to ``bucket`` (faster than ``numpy.pad``)."""
+    shape = list(leaf.shape)
+    shape[axis] = bucket
+    out = np.zeros(shape, leaf.dtype)
+    out[(slice(None),) * axis + (slice(0, leaf.shape[axis]),)] = leaf
+    return out
+
+
+# On the CPU, a size seen for the first time is padded and sliced on the host (a copy, and
+# no compile); a size seen again gets its program (no host round trip, async dispatch).
+# Many sizes come once only (a serving loop): those never compile anything.
+_SEEN: set = set()
+_SEEN_MAX = 65536
+
+
+def _first_on_cpu(key: Any, leaves: Sequence[Any]) -> bool:
+    """Whether this is the first sight of ``key`` and every leaf is a one-device CPU array
+    that is not weakly typed (NumPy would drop the weak type, which the programs keep)."""
+    if key in _SEEN:
+        return False
+    for x in leaves:
+        if getattr(x, "weak_type", True):
+            return False
+        sharding = getattr(x, "sharding", None)
+        if sharding is None or sharding.num_devices != 1 or next(iter(sharding.device_set)).platform != "cpu":
+            return False
+    if len(_SEEN) >= _SEEN_MAX:
+        _SEEN.clear()
+    _SEEN.add(key)
+    return True
+
+
+def _on_host(leaf: Any, index: tuple, pad_to: tuple | None = None) -> Any:
+    host = np.asarray(leaf)
+    if pad_to is not None:
+        return jax.device_put(host_pad(host, *pad_to))
+    return jax.device_put(np.ascontiguousarray(host[index]))
+
+
+def pad(leaves: list, axes: list, bucket: int) -> list:
+    """Each leaf padded on its axis to ``bucket`` rows (see the module docstring)."""
+    out = list(leaves)
+    device, dspec = [], []
+    for i, (leaf, axis) in enumerate(zip(leaves, axes)):
+        if isinstance(leaf, np.ndarray):
+            out[i] = host_pad(leaf, axis, bucket)
+        elif _is_tracer(leaf):
+            out[i] = _pad_one(leaf, axis, bucket)
+        else:
+            device.append(i)
+            dspec.append((axis, bucket))
+    if device:
+        given = [leaves[i] for i in device]
+        shardings = tuple(getattr(x, "sharding", None) for x in given)
+        key = ("pad", tuple(dspec), tuple((x.shape, x.dtype) for x in given))
+        if _first_on_cpu(key, given):
+            padded = [_on_host(x, (), (axis, bucket)) for x, (axis, _) in zip(given, dspec)]
+        elif any(s is not None and len(s.device_set) > 1 for s in shardings):
+            padded = _sharded_pad(shardings)(given, tuple(dspec))
+        else:
+            padded = pad_rows(given, tuple(dspec))
+        for i, p in zip(device, padded):
+            out[i] = p
+    return out
+
+
+def cut(leaves: list, axes: Sequence[int | None], n: int) -> list:
+    """Each output leaf with a row axis sliced back to its first ``n`` rows."""
+    spec = tuple((axis, n) for axis in axes)
+    if any(_is_tracer(x) for x in leaves):
+        return _slice_all(leaves, spec)
+    if _first_on_cpu(("slice", spec, tuple((x.shape, x.dtype) for x in leaves)), leaves):
+        return [x if axis is None else _on_host(x, (slice(None),) * axis + (slice(0, n),))
+                for x, axis in zip(leaves, axes)]
+    return slice_rows(leaves, spec)
+
+
+@functools.lru_cache(maxsize=256)
+def valid_mask(n: int, bucket: int) -> Any:
+    """The ``valid`` row mask of ``mask="valid"``: True for the ``n`` real rows."""
+    mask = np.zeros(bucket, bool)
+    mask[:n] = True
+    return jax.device_put(mask)

@@ -1,0 +1,59 @@
+"""Bucket sizes: which padded size a row count goes to.
+
+``"pow2"`` (1, 2, 4, ...), a sorted list of sizes, or ``"auto"``: the exact row count
+until the row count first changes, then pow2 (the first size keeps its exact program) (torch.compile's automatic dynamic shapes,
+in buckets). A pow2 bucket wastes less than half of its rows: ``n`` rows pad to fewer
+than ``2n``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from typing import Any, Callable
+
+_SIZES = (
+    "{function}: bucket_sizes must be \"pow2\", \"auto\" or a sorted list of positive ints, "
+    "got {got!r}. Pass e.g. bucket_sizes=[8, 32, 128] or bucket_sizes=\"pow2\"."
+)
+TOO_MANY = (
+    "{function}: the bucketed argument {names} has {rows} rows, more than the largest bucket "
+    "({largest}) of bucket_sizes={sizes!r}. Add a larger size to bucket_sizes, or split the "
+    "batch; the function keeps working for batches that fit."
+)
+
+
+class Sizes:
+    """The rule for one function; ``choose(n)`` gives the bucket for ``n`` rows."""
+
+    def __init__(self, function: str, sizes: Any) -> None:
+        self.function = function
+        self.spec = sizes
+        self.auto = sizes == "auto"
+        self.pow2 = sizes in ("pow2", "auto")
+        self._first: int | None = None  # "auto": the exact size, until another is seen
+        self._lock = threading.Lock()
+        if not self.pow2:
+            if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__iter__"):
+                raise TypeError(_SIZES.format(function=function, got=sizes))
+            listed = list(sizes)
+            if not listed or any(not isinstance(s, int) or isinstance(s, bool) or s < 1 for s in listed) \
+                    or listed != sorted(set(listed)):
+                raise TypeError(_SIZES.format(function=function, got=sizes))
+            self.listed = listed
+
+    def choose(self, n: int, names: Callable[[], str]) -> int:
+        """The bucket for ``n`` rows; ``names()`` names the bucketed arguments in an error."""
+        if self.auto:
+            with self._lock:
+                if self._first is None:
+                    self._first = n
+            if n == self._first:  # the first size keeps its exact program
+                return n
+        if self.pow2:
+            return 1 if n <= 1 else 1 << (n - 1).bit_length()
+        i = bisect.bisect_left(self.listed, n)
+        if i == len(self.listed):
+            raise ValueError(TOO_MANY.format(function=self.function, names=names(), rows=n,
+                                             largest=self.listed[-1], sizes=self.spec))
+        return self.listed[i]
