@@ -157,6 +157,28 @@ def test_a_bound_method_of_a_plain_object_is_stored_by_its_trace(tmp_path):
     assert (moon["out"], moon["compiles"]) == (pytest.approx([1.6, 1.6]), 1)
 
 
+def test_static_auto_programs_load_in_a_fresh_process(tmp_path):
+    """sf.jit(static="auto") keys Python values in its argument tree; a trace-keyed entry
+    does not depend on the tree, so the program loads, and other values compile."""
+    _write(tmp_path, report=REPORT, user='''
+        import os
+        import jax.numpy as jnp, numpy as np
+        import staticfield as sf
+        from report import report
+
+        @sf.jit(static="auto")
+        def f(x, flag, name):
+            return x * (2 if flag else 3) + len(name)
+
+        report(np.asarray(f(jnp.ones(2), os.environ.get("FLAG") != "0", "ab")).tolist(), f)
+    ''')
+    assert _run(tmp_path, "import user\n")["out"] == [4.0, 4.0]
+    again = _run(tmp_path, "import user\n")
+    assert (again["out"], again["compiles"], again["loads"]) == ([4.0, 4.0], 0, 1)
+    other = _run(tmp_path, "import user\n", env={"FLAG": "0"})
+    assert (other["out"], other["compiles"], other["loads"]) == ([5.0, 5.0], 1, 0)
+
+
 def test_a_program_that_calls_back_into_python_says_once_that_it_is_not_kept(tmp_path):
     _write(tmp_path, report=REPORT, user='''
         import warnings

@@ -235,10 +235,12 @@ class StoredJit:
         options, context = self._static["options"], _key.context()
         if options is None or context is None:
             return None
-        tree, leaves, _ = sig
+        # No tree: the program is a function of the flat arguments, which the jaxpr's avals
+        # and the leaves' shardings describe; a load takes its trees from this trace.
+        _, leaves, _ = sig
         return {"format": _key.FORMAT, "trust": "trace", "jaxpr": jaxpr_digest, "options": options,
-                "context": context, "tree": _key.tree_digest(tree),
-                "avals": [_key.describe_leaf(leaf) for leaf in leaves], "environment": _key.environment()}
+                "context": context, "avals": [_key.describe_leaf(leaf) for leaf in leaves],
+                "environment": _key.environment()}
 
     def _source_key(self, sig: Any) -> dict[str, Any] | None:
         """The key found without tracing (see the module docstring); ``None`` when the
