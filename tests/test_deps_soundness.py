@@ -525,6 +525,39 @@ def test_a_nested_instance_kept_past_the_trace_reads_all_of_it():
     assert [float(jax.grad(m)(1.0)) for m in (b, a)] == [5.0, 1.0]
 
 
+def test_a_tuple_of_layers_kept_past_the_trace_reads_all_of_them():
+    """A custom_vjp rule closing over the layers tuple (layers = self.layers, then
+    layers[0].n) gets each model's own value, as with deps="all"."""
+
+    def body(self, x):
+        layers = self.layers
+        return _identity_scaling(x, lambda: layers[0].n)
+
+    for deps in ("all", "read"):
+        Net = _stack(deps, body)
+        a, b = _net(Net, ns=(1, 2)), _net(Net, ns=(5, 2))
+        a(1.0), b(1.0)
+        assert [float(jax.grad(m)(1.0)) for m in (b, a)] == [5.0, 1.0], deps
+
+
+def test_a_callback_closing_over_the_layers_tuple_sees_each_models_values():
+    """A jax.debug.callback reading layers[0].n through the tuple sees each model's own n."""
+    seen = []
+
+    def body(self, x):
+        layers = self.layers
+        jax.debug.callback(lambda: seen.append(layers[0].n))
+        return x * 2
+
+    Net = _stack("read", body)
+    models = [_net(Net, ns=(n, 2)) for n in (1, 5, 7)]
+    models[0].__call__.lower(1.0)
+    for m in models[1:] + models[:1]:
+        jax.block_until_ready(m(1.0))
+    jax.effects_barrier()
+    assert seen == [5, 7, 1]
+
+
 def _identity_scaling(x, scale):
     @jax.custom_vjp
     def g(x):
