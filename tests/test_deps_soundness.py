@@ -267,7 +267,7 @@ def test_copy_then_object_setattr_is_what_jit_sees(deps):
 
 
 # ----------------------------------------------------------------- the checking mode
-def _leaky(monkeypatch):
+def _leaky(monkeypatch, body=lambda self, x: self.w * x * self.k):
     """Simulate a recording bug: the traced self answers ``k`` from its dict, unrecorded."""
     from staticfield._deps import _share
 
@@ -287,7 +287,7 @@ def _leaky(monkeypatch):
 
         @sf.jit_method(deps="read", warn_compiles=None)
         def f(self, x):
-            return self.w * x * self.k
+            return body(self, x)
 
     return P
 
@@ -305,6 +305,15 @@ def test_checking_mode_catches_a_read_that_escaped(monkeypatch):
     assert "a read of self.k escaped the recording" in text
     assert "use deps=\"all\" (the default) for this method" in text
     assert isinstance(info.value, RuntimeError)
+
+
+def test_checking_mode_compares_what_a_gradient_uses(monkeypatch):
+    """STATICFIELD_CHECK_DEPS=1 also compares the gradient: an escaped read that only a
+    custom_vjp backward rule uses (the forward equations are the same) raises DepsCheckError."""
+    P = _leaky(monkeypatch, lambda self, x: _identity_scaling(self.w * x, lambda k=self.k: k))
+    assert P(jnp.ones(1), 1).f(1.0).tolist() == [1.0]
+    with pytest.raises(sf.DepsCheckError, match=r"P.f: .* self.k=1 with self.k=2, .*the gradient"):
+        P(jnp.ones(1), 2).f(1.0)
 
 
 def test_without_the_checking_mode_the_same_escape_is_silent(monkeypatch):
@@ -334,7 +343,8 @@ def test_checking_mode_passes_sound_sharing_and_never_counts_its_traces(monkeypa
     got = [P(jnp.ones(1), 1, t).f(1.0).tolist() for t in ("a", "b", "c")]
     assert got == [[1.0]] * 3
     assert P.f.compile_count == 1
-    assert 3 <= traces <= 1 + 2 * 2  # the real trace, then the check's (JAX may reuse the base's)
+    assert 3 <= traces <= 1 + 2 * 4  # the real trace, then the check's, forward and gradient
+    #                                  (JAX may reuse the base's)
 
 
 # ----------------------------------------------------------------- static arguments

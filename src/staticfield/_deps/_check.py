@@ -4,7 +4,8 @@ Whenever a program is shared with a new static key, the method is traced once mo
 slow, obviously right way: with an ordinary ``self`` (no recording) for the variant's
 base key and for the new key, with the call's own arguments. The two jaxprs must be the
 same: equations and their parameters (the text of the jaxpr), constants by value, and the
-output's structure, shapes and dtypes. If they differ, a read of a static escaped the
+output's structure, shapes and dtypes; and so must the jaxprs of their gradients (a vjp
+with respect to every float input), where a ``custom_vjp`` backward rule runs. If they differ, a read of a static escaped the
 recording, and ``DepsCheckError`` names the method, the statics the keys differ in and
 which of them were never recorded. The check traces (it never compiles or runs); the
 user's function runs twice more per shared key, only in this mode.
@@ -48,6 +49,43 @@ def _traced(fn: Callable[..., Any], obj: Any, args: tuple, kwargs: dict,
     return jax.make_jaxpr(call, return_shape=True)(obj, *dyn, **dyn_kw)
 
 
+def _gradient(fn: Callable[..., Any], obj: Any, args: tuple, kwargs: dict,
+              static_pos: frozenset, static_names: frozenset) -> Any:
+    """``make_jaxpr`` of the gradient of ``fn``: its vjp with respect to every float leaf
+    (of ``obj``'s dynamic fields and of the arguments), pulled back from ones. A
+    ``custom_vjp`` backward rule runs only here, so what it reads shows in this jaxpr.
+    ``None`` where the method has no gradient (no float input or output, or JAX refuses)."""
+    fixed = {i for i in range(1, len(args) + 1) if i in static_pos}
+    dyn = (obj, [a for i, a in enumerate(args, 1) if i not in fixed],
+           {k: v for k, v in kwargs.items() if k not in static_names})
+    leaves, tree = jax.tree.flatten(dyn)
+    where = [i for i, x in enumerate(leaves) if jax.dtypes.issubdtype(jax.numpy.result_type(x), jax.numpy.inexact)]
+    if not where:
+        return None
+
+    def forward(*floats: Any) -> Any:
+        full = list(leaves)
+        for i, x in zip(where, floats):
+            full[i] = x
+        o, dyn_args, dyn_kw = jax.tree.unflatten(tree, full)
+        rest = iter(dyn_args)
+        call = [args[i - 1] if i in fixed else next(rest) for i in range(1, len(args) + 1)]
+        return fn(o, *call, **dyn_kw, **{k: v for k, v in kwargs.items() if k in static_names})
+
+    def pulled_back(*floats: Any) -> Any:
+        out, back = jax.vjp(forward, *floats)
+        ones = jax.tree.map(lambda y: np.ones(np.shape(y), jax.dtypes.float0)
+                            if not jax.dtypes.issubdtype(y.dtype, jax.numpy.inexact)
+                            else jax.numpy.ones_like(y), out)
+        return back(ones)
+
+    pulled_back.__qualname__ = f"{getattr(fn, '__qualname__', 'method')} [deps check]"
+    try:
+        return jax.make_jaxpr(pulled_back)(*(leaves[i] for i in where))
+    except Exception:  # not differentiable (integer outputs, a callback without a rule)
+        return None
+
+
 def _consts_equal(a: list, b: list) -> bool:
     if len(a) != len(b):
         return False
@@ -69,6 +107,11 @@ def difference(fn: Callable[..., Any], base_obj: Any, obj: Any, args: tuple, kwa
         return "the equations or their parameters"
     if not _consts_equal(a.consts, b.consts):
         return "the constants"
+    ga = _gradient(fn, base_obj, args, kwargs, static_pos, static_names)
+    gb = _gradient(fn, obj, args, kwargs, static_pos, static_names)
+    if (ga is None) != (gb is None) or (ga is not None and (
+            str(ga.jaxpr) != str(gb.jaxpr) or not _consts_equal(ga.consts, gb.consts))):
+        return "the gradient: a custom_vjp backward rule"
     return ""
 
 
