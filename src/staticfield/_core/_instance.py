@@ -1,8 +1,9 @@
 """Instance semantics: frozen assignment, ``==``, ``hash``, ``replace``, pickling and copying.
 
 ``==`` returns a Python bool (type, static key, then dynamic leaves by structure,
-shape, dtype and value); ``hash`` uses the static key and leaf shapes/dtypes only,
-never array values, so it needs no device sync and never raises for arrays.
+shape, dtype, weak type and value); ``hash`` uses the static key and leaf shapes,
+dtypes and weak types only, never array values, so it needs no device sync and never
+raises for arrays.
 """
 
 from __future__ import annotations
@@ -37,12 +38,11 @@ def __delattr__(self: Any, name: str) -> None:
 
 
 def _leaf_sig(leaf: Any) -> tuple:
-    # Shape and dtype, not JAX's weak type: == compares values (a NumPy f32 array and
-    # jnp.full(2, 5.0) hold the same numbers). Where the weak type changes a program
-    # (weak_f32 * f16 is f16), jit keys on it: JAX's abstract values for traced
-    # leaves, and sf.jit's key for an instance passed as a static argument (_keys).
+    # Shape, dtype and JAX's weak type: a weak f32 (jnp.asarray(2.0)) times an f16 array
+    # is f16, a strong one gives f32, so the two are different values to a program (and
+    # to jax.jit's static_argnums, which goes by == and hash). NumPy leaves are strong.
     if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
-        return (tuple(leaf.shape), _dtype(leaf.dtype))
+        return (tuple(leaf.shape), _dtype(leaf.dtype), getattr(leaf, "weak_type", False) is True)
     return ((), leaf.__class__)
 
 
