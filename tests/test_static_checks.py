@@ -208,6 +208,7 @@ class Saved:
     n: int
     flag: bool
     a: jax.Array
+    f: jax.Array = jnp.zeros((), jnp.float32)
 
 
 def _template():
@@ -224,6 +225,9 @@ def _template():
         ({"n": 1, "flag": True, "a": True}, "Saved.a"),
         ({"n": 1, "flag": True, "a": 2.5}, "Saved.a"),
         ({"n": 1, "flag": True, "a": 2**40}, "Saved.a"),
+        ({"n": 1, "flag": True, "a": np.int32(0), "f": 1e40}, "Saved.f"),
+        ({"n": 1, "flag": True, "a": np.int32(0), "f": np.float64(-1e40)}, "Saved.f"),
+        ({"n": 1, "flag": True, "a": np.int32(0), "f": 10**40}, "Saved.f"),
     ],
 )
 def test_from_state_dict_refuses_values_that_would_change(state, path):
@@ -234,6 +238,6 @@ def test_from_state_dict_refuses_values_that_would_change(state, path):
 
 def test_from_state_dict_restores_exact_values():
     """Values of the right kind restore exactly."""
-    out = sf.from_state_dict(_template(), {"n": np.int64(5), "flag": False, "a": 7})
+    out = sf.from_state_dict(_template(), {"n": np.int64(5), "flag": False, "a": 7, "f": 0.5})
     assert (out.n, out.flag, int(out.a)) == (5, False, 7)
     assert type(out.n) is int

@@ -178,9 +178,12 @@ def _exact_scalar(where: str, tmpl: Any, value: Any, kind: str, convert: Any) ->
     if got is None or got not in _FROM_KINDS.get(kind, kind):
         raise refuse
     try:
-        out = convert(value)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = convert(value)
     except (TypeError, ValueError, OverflowError):
         raise refuse from None
+    if (got == "i" or got == "f" and np.isfinite(value)) and not np.all(np.isfinite(np.asarray(out).real)):
+        raise refuse  # 1e40 into an f32 leaf: out of range, it would come back as inf
     if got == "i" and int(np.asarray(out).real if kind == "c" else np.asarray(out)) != int(value):
         raise refuse
     return out

@@ -153,7 +153,7 @@ def _stack_column(first: Any, k: int, col: tuple) -> Any:
 
 
 def _check_column(first: Any, k: int, col: tuple) -> None:
-    """Compare leaves by shape and JAX dtype (Python scalars count as JAX's default dtype)."""
+    """Compare leaves by shape and dtype (Python scalars count as JAX's default dtype)."""
     sig0 = _sig(col[0])
     for j, x in enumerate(col):
         sig = _sig(x)
@@ -166,8 +166,8 @@ def _check_column(first: Any, k: int, col: tuple) -> None:
 
 
 def _sig(x: Any) -> tuple | None:
-    if hasattr(x, "shape") and hasattr(x, "dtype"):
-        return (tuple(x.shape), jax.dtypes.canonicalize_dtype(x.dtype))
+    if hasattr(x, "shape") and hasattr(x, "dtype"):  # its own dtype: an f64 is not an f32,
+        return (tuple(x.shape), x.dtype)  # even where jax_enable_x64 is off and JAX would cast
     if type(x) in _HOST or isinstance(x, (bool, int, float, complex)):
         return ((), jax.dtypes.canonicalize_dtype(type(x)))
     return None
