@@ -214,8 +214,17 @@ def placement(x: Any) -> str:
     return f"{type(s).__name__}({spec})" if spec is not None else type(s).__name__
 
 
-def placements(args: tuple, dbg: Any) -> tuple:
-    """(argument path, placement) per flat argument; JAX puts closed-over constants first."""
+def flat_args(args: tuple, dbg: Any) -> Description:
+    """A flat call's arguments by name (``Leaf`` each: shape, dtype, weak type, placement);
+    JAX puts closed-over constants first."""
     names = tuple(dbg.arg_names or ())
     flat = args[len(args) - len(names):] if names else args
-    return tuple(zip(names or [f"args[{i}]" for i in range(len(flat))], map(placement, flat)))
+    return dict(zip(names or [f"args[{i}]" for i in range(len(flat))], map(_leaf, flat)))
+
+
+def source_line(dbg: Any) -> tuple[str, str, int] | None:
+    """(name, file, line) of a traced function from JAX's ``func_src_info``
+    (``f at /path/prog.py:4``), or None."""
+    name, _, where = str(getattr(dbg, "func_src_info", "") or "").partition(" at ")
+    file, _, line = where.rpartition(":")
+    return (name, file, int(line)) if file and line.isdigit() else None

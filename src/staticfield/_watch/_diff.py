@@ -45,6 +45,11 @@ HINTS = {
         "to a few sizes (buckets) so that it takes few values"
     ),
     "sharding": "inputs with another sharding compile again; device_put them with one sharding",
+    "transformation": (
+        "a jitted function called under jax.vmap, jax.grad, ... compiles a program of its own "
+        "for the transformation, per new shape; jit the transformed function once "
+        "(jax.jit(jax.vmap(f))) and call that"
+    ),
     "new function": (
         "a new function object with the same code (a lambda or closure made on each call) "
         "misses the cache; define it once and reuse it, e.g. at module level"
@@ -54,17 +59,6 @@ HINT_IDENTITY = (
     "the old and new values print the same but are not equal (compared by identity); "
     "reuse one object, or give {type} value-based __eq__/__hash__"
 )
-
-
-def placement_changes(old: Sequence[tuple[str, str]], new: Sequence[tuple[str, str]]) -> list[Change]:
-    """Sharding changes between two flat lists of (argument path, placement)."""
-    if len(old) != len(new):
-        return []
-    return [
-        Change(path, "sharding", a, b, HINTS["sharding"])
-        for (path, a), (_, b) in zip(old, new)
-        if a and b and a != b
-    ]
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -226,3 +220,14 @@ def closest(earlier: Sequence[Description | None], new: Description) -> tuple[in
 
 def new_function(fun: Callable) -> Change:
     return Change("(the function)", "new function", *SAME_CODE, HINTS["new function"])
+
+
+DIRECT = "a direct call"
+TRANSFORMED = "under a transformation (jax.vmap, jax.grad, ...)"
+
+
+def transformation(into: bool) -> Change:
+    """A compile for a transformation of the function (``into``), or its first direct
+    compile after compiles for transformations only."""
+    old, new = (DIRECT, TRANSFORMED) if into else (TRANSFORMED, DIRECT)
+    return Change("(the call)", "context", old, new, HINTS["transformation"])

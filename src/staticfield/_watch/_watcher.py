@@ -24,7 +24,7 @@ from .._core import _compat
 from .._explain._diff import Change
 from ._hooks import activate, deactivate
 from ._report import render, to_dict
-from ._site import call_site, eager, identify, squash, unwrap_library, via
+from ._site import call_site, eager, identify, relative, squash, transformed, unwrap_library, via
 
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -78,7 +78,8 @@ class WatchedFunction:
     _descriptions: list = dataclasses.field(default_factory=list, repr=False)
     _owners: list = dataclasses.field(default_factory=list, repr=False)  # id of the function
     _functions: Any = dataclasses.field(default_factory=weakref.WeakSet, repr=False)
-    _placements: list = dataclasses.field(default_factory=list, repr=False)  # per compile
+    _flat: list = dataclasses.field(default_factory=list, repr=False)  # per compile: flat_args
+    _transformed: list = dataclasses.field(default_factory=list, repr=False)  # per compile
 
     @property
     def count(self) -> int:
@@ -107,6 +108,7 @@ class watch:
         self._by_key: dict[Any, WatchedFunction] = {}
         self._other: dict[str, WatchedFunction] = {}
         self._by_source: dict[str, WatchedFunction] = {}  # JAX's "f at file:line"
+        self._by_line: dict[tuple, WatchedFunction] = {}  # (file, line, name): one function
         self.notices: list[str] = []
         self.explained = True
         self._local = threading.local()
@@ -131,7 +133,8 @@ class watch:
 
     @property
     def functions(self) -> list[WatchedFunction]:
-        return [*self._by_key.values(), *self._other.values()]
+        unique = {id(f): f for f in self._by_key.values()}  # a function has one key per path
+        return [*unique.values(), *self._other.values()]
 
     def report(self) -> str:
         """The report as text: per function, compiles, seconds, and why each recompile."""
@@ -171,7 +174,7 @@ class watch:
         with self._lock:
             entry = self._by_key.get(key)
             if entry is None:
-                entry = self._by_key[key] = WatchedFunction(name, location, eager=eager)
+                entry = self._at_line(key, name, location, eager)
         changes: list[Change] = []
         description: dict = {}
         if not eager:
@@ -189,12 +192,15 @@ class watch:
                     changes = explain(changes)
                 if not entry.note and user_call is None and not own:
                     changes.insert(0, _diff.new_function(fun))
+                if all(entry._transformed):  # compiled only for transformations before
+                    changes = [_diff.transformation(into=False)]
             _remember(entry, fun)
         record = Compile(len(entry.compiles) + 1, call_site(), changes, via=via())
         entry.compiles.append(record)
         entry._descriptions.append(description)
         entry._owners.append(id(fun))
-        entry._placements.append(None)
+        entry._flat.append(None)
+        entry._transformed.append(False)
         if not eager:
             self._by_source[str(getattr(dbg, "func_src_info", ""))] = entry
         self._local.current = (record, squash(getattr(fun, "__name__", "")), entry)
@@ -219,7 +225,8 @@ class watch:
             entry.compiles.pop()
             entry._descriptions.pop()
             entry._owners.pop()
-            entry._placements.pop()
+            entry._flat.pop()
+            entry._transformed.pop()
             entry.failed_traces += not retrace
 
     def _calling(self, args: tuple, params: dict) -> None:
@@ -227,31 +234,55 @@ class watch:
         try:
             dbg = params["jaxpr"].jaxpr.debug_info
             current = getattr(self._local, "current", None)
-            if current is None:
-                self._local.pending = (args, dbg)  # used only if a lowering follows
-            elif current[2]._placements and current[2]._placements[-1] is None:
-                current[2]._placements[-1] = _describe.placements(args, dbg)
+            if current is None:  # used only if a lowering follows
+                self._local.pending = (args, dbg, transformed())
+            elif current[2]._flat and current[2]._flat[-1] is None:
+                current[2]._flat[-1] = _describe.flat_args(args, dbg)
         except Exception as e:
             self._failed("its call hook", e)
 
+    def _at_line(self, key: Any, name: str, location: str, eager: bool) -> WatchedFunction:
+        """The function at ``key``'s code location (one function however it was reached:
+        called, or compiled for a transformation first), else a new one."""
+        line = (key[0], key[1], name.rpartition(".")[2]) if len(key) == 3 else None
+        entry = self._by_line.get(line) if line else None
+        if entry is None:
+            entry = WatchedFunction(name, location, eager=eager)
+            if line:
+                self._by_line[line] = entry
+        self._by_key[key] = entry
+        return entry
+
     def _relowered(self) -> tuple | None:
-        """A compile with no new trace (same types, another sharding): explain by placements."""
+        """A compile with no new trace: another sharding, or a program for a transformation
+        (``jax.vmap(f)``, ``jax.grad``): explained against the closest earlier compile of
+        the same kind (direct or transformed), by its flat arguments."""
         pending, self._local.pending = getattr(self._local, "pending", None), None
         if pending is None:
             return None
-        args, dbg = pending
+        args, dbg, is_transformed = pending
         entry = self._by_source.get(str(dbg.func_src_info))
         if entry is None:
-            return None
-        placements = _describe.placements(args, dbg)
-        window = entry._placements[-_diff.CLOSEST_WINDOW :]
-        earlier = [p for p in window if p is not None]
-        changes = min(
-            (_diff.placement_changes(p, placements) for p in earlier), key=len, default=[]
-        )
+            src = _describe.source_line(dbg)
+            if src is None:
+                return None
+            name, file, line = src
+            with self._lock:
+                entry = self._at_line((file, line, name), name, f"{relative(file)}:{line}", False)
+            self._by_source[str(dbg.func_src_info)] = entry
+        flat = _describe.flat_args(args, dbg)
+        earlier = [f if t == is_transformed and f is not None
+                   and (not t or f.keys() == flat.keys()) else None  # the same transformation
+                   for f, t in zip(entry._flat, entry._transformed)]
+        found, changes = _diff.closest(earlier, flat)
+        if entry.compiles and found < 0:  # the first of its kind
+            changes = [_diff.transformation(into=is_transformed)]
         record = Compile(len(entry.compiles) + 1, call_site(), changes)
         entry.compiles.append(record)
-        entry._placements.append(placements)
+        entry._descriptions.append(None)
+        entry._owners.append(None)
+        entry._flat.append(flat)
+        entry._transformed.append(is_transformed)
         return (record, squash(dbg.func_name), entry)
 
     def _duration(self, event: str, seconds: float, fun_name: str) -> None:
