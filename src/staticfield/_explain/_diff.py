@@ -116,6 +116,13 @@ def _same_static(a: Any, b: Any) -> bool:
         return a is b
 
 
+def type_hint(old: Any, new: Any, path: str = "x") -> str:
+    """The precise hint for a static that changed (equal values of two types, a new
+    function object, a new identity-hashed object); '' when none fits. ``sf.watch`` gives
+    the same words."""
+    return _hint(old, new, path)
+
+
 def _hint(old: Any, new: Any, path: str = "x") -> str:
     if type(old) is not type(new):
         try:
