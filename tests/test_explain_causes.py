@@ -70,3 +70,67 @@ def test_jax_enable_x64_is_named_not_the_arguments_dtype():
     (entry,) = jitted(w)
     assert changes(entry.compiles[1]) == [("jax_enable_x64", "context", "False", "True")]
     assert "astype" not in w.report()
+
+
+# ----------------------------------------------------------------- on 8 virtual devices
+EIGHT = """
+import os
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+import json
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec as P
+import staticfield as sf
+out = {}
+"""
+
+
+def run8(body: str) -> dict:
+    """``body`` in a fresh process with 8 virtual CPU devices; the dict it leaves in ``out``."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    code = EIGHT + textwrap.dedent(body) + "\nprint(json.dumps(out))\n"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={k: v for k, v in os.environ.items() if k != "XLA_FLAGS"})
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_mesh_change_with_the_same_specs_is_named_with_its_mesh():
+    """The same P('i') on a mesh of another shape or device order is a sharding change that
+    shows both meshes, never "no argument differs"."""
+    out = run8("""
+        f = jax.jit(lambda x: x * 2)
+        forward = jax.make_mesh((8,), ("i",))
+        backward = Mesh(np.array(jax.devices()[::-1]), ("i",))
+        grid = jax.make_mesh((4, 2), ("i", "j"))
+        with sf.watch() as w:
+            for mesh in (forward, backward, grid):
+                f(jax.device_put(jnp.ones(8), NamedSharding(mesh, P("i"))))
+        (entry,) = [e for e in w.functions if not e.eager]
+        out["changes"] = [[(c.path, c.kind, c.old, c.new) for c in k.changes] for k in entry.compiles[1:]]
+        out["report"] = w.report()
+    """)
+    second, third = out["changes"]
+    assert [c[:2] for c in second] == [["x", "sharding"]] and [c[:2] for c in third] == [["x", "sharding"]]
+    assert "mesh(i=8)" in second[0][2] and "devices 7..0" in second[0][3]
+    assert "mesh(i=4,j=2)" in third[0][3]
+    assert "no argument differs" not in out["report"]
+
+
+def test_many_identical_sharding_changes_read_as_one_line_with_a_count():
+    """75 arguments moved to the same sharding: one line naming the first and last and 75."""
+    out = run8("""
+        g = jax.jit(lambda *xs: sum(xs))
+        mesh = jax.make_mesh((8,), ("i",))
+        with sf.watch() as w:
+            g(*[jnp.ones(8)] * 75)
+            g(*[jax.device_put(jnp.ones(8), NamedSharding(mesh, P("i")))] * 75)
+        out["report"] = w.report()
+    """)
+    lines = [line for line in out["report"].splitlines() if "(sharding)" in line]
+    assert len(lines) == 1, out["report"]
+    assert "xs[0] … xs[74] (75 paths)" in lines[0]

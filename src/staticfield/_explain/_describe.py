@@ -13,6 +13,8 @@ from typing import Any
 
 import jax
 
+from .._core._compat import Tracer
+from .._core._display import sharding_text
 from .._core._spec import SPEC_ATTR, Spec
 
 PASSING = "(passed by keyword)"  # the entry naming the arguments passed by keyword
@@ -28,10 +30,10 @@ def _leaf_entry(leaf: Any) -> tuple:
         aval = jax.typeof(leaf)
     sharding = None
     try:
-        s = aval.sharding
+        # A concrete array's own sharding: its aval's drops the Auto axes (P(None, None)).
+        s = leaf.sharding if isinstance(leaf, jax.Array) and not isinstance(leaf, Tracer) else aval.sharding
         if not s.mesh.empty:
-            axes = ",".join(f"{name}={size}" for name, size in s.mesh.shape.items())
-            sharding = f"{s.spec} on mesh({axes})"
+            sharding = sharding_text(s)
     except Exception:
         pass
     return ("leaf", tuple(aval.shape), aval.dtype, bool(getattr(aval, "weak_type", False)), sharding)

@@ -24,7 +24,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 
-from .._core._display import short_dtype
+from .._core._display import sharding_text, short_dtype
 
 HINT_HELD_STATIC = (
     "equinox's filter_jit holds every non-array argument static, so each new value "
@@ -224,8 +224,8 @@ def placement(x: Any) -> str:
         s = x.sharding
     except Exception:
         return ""
-    spec = getattr(s, "spec", None)
-    return f"{type(s).__name__}({spec})" if spec is not None else type(s).__name__
+    text = sharding_text(s) or ""
+    return f"{type(s).__name__}({text})" if getattr(s, "spec", None) is not None else text
 
 
 def flat_args(args: tuple, dbg: Any) -> Description:

@@ -165,6 +165,11 @@ def via(depth: int = 24) -> str:
     return found
 
 
+def in_jax(path: str) -> bool:
+    """Whether ``path`` is a file of JAX itself (its jitted helpers are eager operations)."""
+    return os.path.abspath(path).startswith(_JAX_DIR)
+
+
 def transformed(depth: int = 32) -> bool:
     """Whether JAX runs a jitted function's program for a transformation of it (under
     ``jax.vmap``, ``jax.grad``, ``jax.jvp``, a transpose): one of JAX's interpreters

@@ -24,7 +24,7 @@ from .._core import _compat
 from .._explain._diff import Change
 from ._hooks import activate, deactivate
 from ._report import render, to_dict
-from ._site import call_site, eager, identify, relative, squash, transformed, unwrap_library, via
+from ._site import call_site, eager, identify, in_jax, relative, squash, transformed, unwrap_library, via
 
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -264,7 +264,7 @@ class watch:
         entry = self._by_source.get(str(dbg.func_src_info))
         if entry is None:
             src = _describe.source_line(dbg)
-            if src is None:
+            if src is None or in_jax(src[1]):  # jnp's own helpers: counted as eager operations
                 return None
             name, file, line = src
             with self._lock:
