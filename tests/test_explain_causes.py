@@ -134,3 +134,17 @@ def test_many_identical_sharding_changes_read_as_one_line_with_a_count():
     lines = [line for line in out["report"].splitlines() if "(sharding)" in line]
     assert len(lines) == 1, out["report"]
     assert "xs[0] … xs[74] (75 paths)" in lines[0]
+
+
+def test_a_trace_that_raised_is_no_phantom_compile():
+    """A jitted function whose trace raises inside JAX (mismatched shapes) is one function with
+    0 compiles and 1 trace that raised, not a second function with "1 compile"."""
+
+    def shape_bad(x):
+        return jnp.ones(2) + jnp.ones(3)
+
+    with sf.watch() as w:
+        with pytest.raises(TypeError):
+            jax.jit(shape_bad)(jnp.ones(2))
+    assert [(f.name.rpartition(".")[2], f.count, f.failed_traces) for f in jitted(w)] == [("shape_bad", 0, 1)]
+    assert "1 compile" not in w.report()

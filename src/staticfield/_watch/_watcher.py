@@ -220,7 +220,8 @@ class watch:
         current, self._local.current = getattr(self._local, "current", None), None
         if current is None:
             return
-        record, _, entry = current
+        record, name, entry = current
+        self._local.raised = name  # JAX may still time the failed trace: not a compile
         if entry.compiles and entry.compiles[-1] is record:
             entry.compiles.pop()
             entry._descriptions.pop()
@@ -291,6 +292,9 @@ class watch:
             if field is None:
                 return
             current = getattr(self._local, "current", None)
+            raised, self._local.raised = getattr(self._local, "raised", None), None
+            if current is None and event == TRACE_EVENT and raised and raised in squash(fun_name):
+                return  # the duration of a trace that raised (counted in failed_traces)
             if current is None and event == LOWER_EVENT:
                 current = self._local.current = self._relowered()
             if current is not None and current[1] in squash(fun_name):
