@@ -241,3 +241,13 @@ def test_from_state_dict_restores_exact_values():
     out = sf.from_state_dict(_template(), {"n": np.int64(5), "flag": False, "a": 7, "f": 0.5})
     assert (out.n, out.flag, int(out.a)) == (5, False, 7)
     assert type(out.n) is int
+
+
+def test_from_state_dict_reads_no_jax_leafs_value():
+    """Restoring jax leaves reads their shape and dtype, never their values (no copy of every
+    leaf to the host, which also fails for arrays spread over processes): it works under
+    jax.jit, where the state's leaves are tracers."""
+    template = Saved(1, True, jnp.zeros((), jnp.int32), jnp.ones((), jnp.float32))
+    restore = jax.jit(lambda a, f: sf.from_state_dict(template, {"n": 1, "flag": True, "a": a, "f": f}))
+    back = restore(jnp.int32(4), jnp.float32(2.5))
+    assert (int(back.a), float(back.f)) == (4, 2.5)

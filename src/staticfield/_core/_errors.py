@@ -144,6 +144,12 @@ UNKNOWN_REPLACE = (
     "{cls} has no field(s) {names} to replace. Valid field names: {valid}."
 )
 
+SPREAD_EQ = (
+    "{cls}.__eq__: the field `{field}` holds an array spread over processes, which == "
+    "compares on its devices, as a collective that every process must run; that failed "
+    "({error}). Call == in every process with arrays on the same devices, or compare "
+    "process-local values (jax.experimental.multihost_utils.process_allgather)."
+)
 TRACED_EQ = (
     "{cls}.__eq__: cannot compare instances whose field `{field}` holds a traced value "
     "({type}): the result would depend on runtime values, which are unknown while "

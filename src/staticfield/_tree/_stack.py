@@ -16,6 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core import _compat
+
 from .._core._frozendict import FrozenDict
 from .._core._keys import keyable
 from .._core._display import summary
@@ -122,8 +124,16 @@ def unstack(stacked: T) -> list[T]:
             raise ValueError(NO_LEADING_AXIS.format(path=_leaf_path(stacked, k), a=summary(leaf), why=why))
         if n is None:
             n = shape[0]
-    slices = [list(leaf) for leaf in leaves]
+    slices = [_rows(leaf, n) for leaf in leaves]
     return [jax.tree_util.tree_unflatten(treedef, parts) for parts in zip(*slices)]
+
+
+def _rows(leaf: Any, n: int) -> list:
+    """``leaf``'s rows along its leading axis. An array spread over processes cannot be
+    iterated (JAX asserts); indexing runs where its shards are, in every process."""
+    if isinstance(leaf, jax.Array) and not isinstance(leaf, _compat.Tracer) and not leaf.is_fully_addressable:
+        return [leaf[i] for i in range(n)]
+    return list(leaf)
 
 
 def _stack_column(first: Any, k: int, col: tuple) -> Any:
