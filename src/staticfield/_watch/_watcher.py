@@ -181,24 +181,27 @@ class watch:
             description = _describe.describe(
                 user_fun, args, kwargs, static_argnums, static_argnames, static_leaf,
             )
+        # The user's function object: staticfield makes one jax.jit per static variant,
+        # not the user's doing, so its functions are told apart by the user's function.
+        ident = user_fun if user_call is not None else fun
+        if not eager:
             if entry.compiles:
-                # staticfield makes one function per static variant: not the user's doing
-                own = not entry.note and user_call is None and _seen(entry, fun)
-                earlier = [d if not own or o == id(fun) else None
+                own = not entry.note and _seen(entry, ident)
+                earlier = [d if not own or o == id(ident) else None
                            for d, o in zip(entry._descriptions, entry._owners)]
                 changes = _diff.closest(earlier, description)[1]
                 explain = getattr(fun, "__sf_explain__", None)  # deps="read": by what was read
                 if explain is not None:
                     changes = explain(changes)
-                if not entry.note and user_call is None and not own:
-                    changes.insert(0, _diff.new_function(fun))
+                if not entry.note and not own:
+                    changes.insert(0, _diff.new_function(ident))
                 if all(entry._transformed):  # compiled only for transformations before
                     changes = [_diff.transformation(into=False)]
-            _remember(entry, fun)
+            _remember(entry, ident)
         record = Compile(len(entry.compiles) + 1, call_site(), changes, via=via())
         entry.compiles.append(record)
         entry._descriptions.append(description)
-        entry._owners.append(id(fun))
+        entry._owners.append(id(ident))
         entry._flat.append(None)
         entry._transformed.append(False)
         if not eager:
