@@ -201,6 +201,28 @@ def test_a_failing_block_names_the_reason_of_its_compile(pytester):
     assert "first compile" not in text
 
 
+def test_a_block_names_the_reason_of_an_sf_functions_compile_made_after_an_earlier_test(pytester):
+    """An sf.jit function compiled by an earlier test: a failing none() block gives the reason
+    its f.recompiles gives (`n: 5 → 6`), not "first compile"."""
+    make(pytester, """
+        import staticfield as sf
+
+        power = sf.jit(lambda x, n: x ** n, static_argnames="n")
+
+        def test_first():
+            power(jnp.ones(2), n=5)
+
+        def test_block(sf_compiles):
+            with sf_compiles.none():
+                power(jnp.ones(2), n=6)
+    """)
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, failed=1)
+    text = result.stdout.str()
+    assert "n: 5 → 6 (static_arg)" in text
+    assert "first compile" not in text
+
+
 def test_an_error_inside_a_block_passes_through(pytester):
     """An exception raised inside `with sf_compiles.none()` reaches pytest as itself."""
     make(pytester, """

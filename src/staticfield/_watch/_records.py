@@ -30,6 +30,17 @@ class Compile:
     compile_s: float = 0.0
     via: str = ""
     compiled_later: bool = False
+    # sf functions: (their recompiles(), how many there were when this trace began), so a
+    # compile this watcher saw first but staticfield counted as a recompile says why
+    history: Any = dataclasses.field(default=None, repr=False, compare=False)
+
+    def take_history(self) -> None:
+        """No change of its own to name: take the one staticfield's counters recorded."""
+        history, self.history = self.history, None
+        if history is not None and not self.changes:
+            events = history[0]()[history[1]:]
+            if events:
+                self.changes = list(events[0].changes)
 
     @property
     def compiled(self) -> bool:

@@ -82,7 +82,7 @@ def _function_lines(f: Any) -> list[str]:
             lines += wrap(f"#{c.number}{at}: traced by {c.via}, not compiled", "    ", "  ")
             continue
         first, compiled_before = not compiled_before, True
-        if first and (c.number == 1 or not c.changes):
+        if first and not c.changes:
             lines += wrap(f"#{c.number}{at}: first compile", "    ", "  ")
         elif not c.changes:
             lines += wrap(f"#{c.number}{at}: {_no_change(f)}", "    ", "  ")

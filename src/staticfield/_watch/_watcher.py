@@ -145,6 +145,9 @@ class watch:
                     changes = [_diff.transformation(into=False)]
             _remember(entry, ident)
         record = Compile(len(entry.compiles) + 1, call_site(), changes, via=via())
+        recompiles = getattr(fun, "__sf_recompiles__", None)
+        if recompiles is not None and not changes:
+            record.history = (recompiles, len(recompiles()))
         entry.compiles.append(record)
         entry._descriptions.append(description)
         entry._owners.append(id(ident))
@@ -248,6 +251,8 @@ class watch:
                 current = self._local.current = self._relowered()
             if current is not None and current[1] in squash(fun_name):
                 record = current[0]
+                if event == TRACE_EVENT:  # the trace is over: staticfield said why, if it did
+                    record.take_history()
                 if event == COMPILE_EVENT:
                     record.compiled_later = True
                     self._local.current = None
