@@ -148,3 +148,16 @@ def test_a_trace_that_raised_is_no_phantom_compile():
             jax.jit(shape_bad)(jnp.ones(2))
     assert [(f.name.rpartition(".")[2], f.count, f.failed_traces) for f in jitted(w)] == [("shape_bad", 0, 1)]
     assert "1 compile" not in w.report()
+
+
+def test_recompile_names_jax_enable_x64_not_the_arguments_dtype():
+    """sf.Recompile: a Python float passed before and after jax_enable_x64 is the setting,
+    not `y: weak f32[] → weak f64[]`."""
+    f = sf.jit(lambda x, y: x * y)
+    f(jnp.ones(2, jnp.float32), 2.0)
+    with jax.enable_x64(True):
+        f(jnp.ones(2, jnp.float32), 2.0)
+    (event,) = f.recompiles
+    assert [(c.path, c.kind, c.old, c.new) for c in event.changes] == [
+        ("jax_enable_x64", "context", "False", "True")]
+    assert "astype" not in str(event) and "(dtype)" not in str(event)

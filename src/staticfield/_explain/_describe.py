@@ -60,9 +60,14 @@ def _walk(value: Any, path: str, out: dict[str, tuple]) -> None:
             out[sub] = _leaf_entry(leaf)
 
 
+# The JAX settings in a trace's context that change its program (part of jit's key), by
+# the name a user sets them with: a change of one is a "context" change, not the arguments'.
+SETTINGS = ("jax_enable_x64", "jax_numpy_dtype_promotion", "jax_default_matmul_precision")
+
+
 def describe(names: list[str], args: tuple, kwargs: dict, static_pos: frozenset, static_names: frozenset) -> dict[str, tuple]:
     """A flat description of everything the cache key depends on, by path."""
-    out: dict[str, tuple] = {}
+    out: dict[str, tuple] = {name: ("context", getattr(jax.config, name, None)) for name in SETTINGS}
     for i, value in enumerate(args):
         name = names[i] if i < len(names) else f"args[{i}]"
         if i in static_pos:

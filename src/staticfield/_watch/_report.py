@@ -148,8 +148,8 @@ def _no_change(f: Any) -> str:
             "under jax.grad, jax.vmap, ..., or no trace hook in this JAX)"
         )
     return (
-        "recompiled, but no argument differs from an earlier compile (a global setting "
-        "such as jax_enable_x64 may have changed, or JAX's caches were cleared)"
+        "recompiled, but no argument differs from an earlier compile (JAX's caches were "
+        "cleared, or a setting staticfield does not watch changed)"
     )
 
 
