@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import inspect
 from unittest import mock
 
 import jax
@@ -176,6 +177,7 @@ class Layer(Registered):
     pass
 
 
+@pytest.mark.usefixtures("no_check_deps")  # counts the traces of the user's function
 def test_type_of_self_is_the_users_class_and_no_class_is_made():
     """type(self) is the class, type(self)(...) and treedefs compare equal, no subclass reaches
     __init_subclass__ registries."""
@@ -307,6 +309,27 @@ def test_checking_mode_catches_a_read_that_escaped(monkeypatch):
     assert isinstance(info.value, RuntimeError)
 
 
+@pytest.mark.parametrize("read", [
+    lambda self: dict.get(vars(self), "k", 0),
+    lambda self: 5 if inspect.getattr_static(self, "k") == 3 else 1,
+], ids=["dict.get(vars(self))", "inspect.getattr_static"])
+def test_checking_mode_catches_a_c_level_read_at_the_first_trace(read):
+    """A read the recording cannot see (C code reading the dict: dict.get, getattr_static)
+    gives another value than with deps="all"; STATICFIELD_CHECK_DEPS=1 compares the first
+    trace of each variant with an ordinary one and raises DepsCheckError."""
+
+    class P(sf.Struct):
+        w: jax.Array
+        k: sf.Static[int] = 3
+
+        @sf.jit_method(deps="read", warn_compiles=None)
+        def f(self, x):
+            return x * read(self)
+
+    with pytest.raises(sf.DepsCheckError, match=r"P.f: .*self.k=3"):
+        P(jnp.ones(1)).f(1.0)
+
+
 def test_checking_mode_compares_what_a_gradient_uses(monkeypatch):
     """STATICFIELD_CHECK_DEPS=1 also compares the gradient: an escaped read that only a
     custom_vjp backward rule uses (the forward equations are the same) raises DepsCheckError."""
@@ -343,8 +366,9 @@ def test_checking_mode_passes_sound_sharing_and_never_counts_its_traces(monkeypa
     got = [P(jnp.ones(1), 1, t).f(1.0).tolist() for t in ("a", "b", "c")]
     assert got == [[1.0]] * 3
     assert P.f.compile_count == 1
-    assert 3 <= traces <= 1 + 2 * 4  # the real trace, then the check's, forward and gradient
-    #                                  (JAX may reuse the base's)
+    # the real trace; the check's of the first trace (recording and ordinary self), then of
+    # each shared key, forward and gradient (JAX may reuse some)
+    assert 3 <= traces <= 1 + 4 + 2 * 4
 
 
 # ----------------------------------------------------------------- static arguments

@@ -130,10 +130,14 @@ class Deps:
         with self.lock:
             entry = self.variants.get(key)
             variant = next((v for v in self.by_base.values() if v.entry is entry), None)
-            if variant is None or variant.base == key or (key, variant.base) in self.checked:
+            if variant is None or (key, variant.base) in self.checked:
                 return
             self.checked.add((key, variant.base))
             base, reads = variant.base, dict(variant.reads)
+        if base == key:  # its own trace: recorded as an ordinary self would read
+            _check.check_first(self.function, self.self_name, self.fn, obj, args, kwargs,
+                               self.static_pos, self.static_names)
+            return
         _check.check(self.function, self.self_name, self.fn, base, reads, obj, args, kwargs,
                      self.static_pos, self.static_names)
 
