@@ -141,6 +141,7 @@ def test_aot_methods_take_the_instance():
     assert m.apply.lower(1.0).compile() is not None
 
 
+@pytest.mark.usefixtures("no_check_deps")  # counts the traces of the user's function
 def test_subclasses_never_share_programs():
     """A subclass instance with the same static values gets its own program (its class differs)."""
     Model, traces = _model()

@@ -98,6 +98,7 @@ def test_debug_callback_reading_self():
     assert seen == ["b", "c", "a"]
 
 
+@pytest.mark.usefixtures("no_check_deps")  # counts the traces of the user's function
 def test_reference_kept_past_the_trace():
     """A reference to self stored during the trace makes the program unshared; reading it later is fine."""
     kept = []
@@ -194,6 +195,7 @@ def test_type_of_self_builds_the_real_class():
     assert made.__class__ is out and type(made) is out and made.tag == "c"
 
 
+@pytest.mark.usefixtures("no_check_deps")  # counts the traces of the user's function
 def test_isinstance_and_class_inside_the_method():
     """isinstance(self, Cls) and self.__class__ read as the user's class inside the trace."""
     seen = []
@@ -382,6 +384,7 @@ def test_nested_instance_kept_past_the_trace():
     assert [float(jax.grad(p.f)(1.0)) for p in (b, a)] == [5.0, 1.0]
 
 
+@pytest.mark.usefixtures("no_check_deps")  # counts the traces of the user's function
 def test_nested_instance_identity_is_stable_in_a_trace():
     """self.cfg is self.cfg inside one trace, and isinstance(self.cfg, Cfg) holds."""
     seen = []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import inspect
 from unittest import mock
 
 import jax
@@ -176,6 +177,7 @@ class Layer(Registered):
     pass
 
 
+@pytest.mark.usefixtures("no_check_deps")  # counts the traces of the user's function
 def test_type_of_self_is_the_users_class_and_no_class_is_made():
     """type(self) is the class, type(self)(...) and treedefs compare equal, no subclass reaches
     __init_subclass__ registries."""
@@ -267,7 +269,7 @@ def test_copy_then_object_setattr_is_what_jit_sees(deps):
 
 
 # ----------------------------------------------------------------- the checking mode
-def _leaky(monkeypatch):
+def _leaky(monkeypatch, body=lambda self, x: self.w * x * self.k):
     """Simulate a recording bug: the traced self answers ``k`` from its dict, unrecorded."""
     from staticfield._deps import _share
 
@@ -287,7 +289,7 @@ def _leaky(monkeypatch):
 
         @sf.jit_method(deps="read", warn_compiles=None)
         def f(self, x):
-            return self.w * x * self.k
+            return body(self, x)
 
     return P
 
@@ -305,6 +307,36 @@ def test_checking_mode_catches_a_read_that_escaped(monkeypatch):
     assert "a read of self.k escaped the recording" in text
     assert "use deps=\"all\" (the default) for this method" in text
     assert isinstance(info.value, RuntimeError)
+
+
+@pytest.mark.parametrize("read", [
+    lambda self: dict.get(vars(self), "k", 0),
+    lambda self: 5 if inspect.getattr_static(self, "k") == 3 else 1,
+], ids=["dict.get(vars(self))", "inspect.getattr_static"])
+def test_checking_mode_catches_a_c_level_read_at_the_first_trace(read):
+    """A read the recording cannot see (C code reading the dict: dict.get, getattr_static)
+    gives another value than with deps="all"; STATICFIELD_CHECK_DEPS=1 compares the first
+    trace of each variant with an ordinary one and raises DepsCheckError."""
+
+    class P(sf.Struct):
+        w: jax.Array
+        k: sf.Static[int] = 3
+
+        @sf.jit_method(deps="read", warn_compiles=None)
+        def f(self, x):
+            return x * read(self)
+
+    with pytest.raises(sf.DepsCheckError, match=r"P.f: .*self.k=3"):
+        P(jnp.ones(1)).f(1.0)
+
+
+def test_checking_mode_compares_what_a_gradient_uses(monkeypatch):
+    """STATICFIELD_CHECK_DEPS=1 also compares the gradient: an escaped read that only a
+    custom_vjp backward rule uses (the forward equations are the same) raises DepsCheckError."""
+    P = _leaky(monkeypatch, lambda self, x: _identity_scaling(self.w * x, lambda k=self.k: k))
+    assert P(jnp.ones(1), 1).f(1.0).tolist() == [1.0]
+    with pytest.raises(sf.DepsCheckError, match=r"P.f: .* self.k=1 with self.k=2, .*the gradient"):
+        P(jnp.ones(1), 2).f(1.0)
 
 
 def test_without_the_checking_mode_the_same_escape_is_silent(monkeypatch):
@@ -334,7 +366,9 @@ def test_checking_mode_passes_sound_sharing_and_never_counts_its_traces(monkeypa
     got = [P(jnp.ones(1), 1, t).f(1.0).tolist() for t in ("a", "b", "c")]
     assert got == [[1.0]] * 3
     assert P.f.compile_count == 1
-    assert 3 <= traces <= 1 + 2 * 2  # the real trace, then the check's (JAX may reuse the base's)
+    # the real trace; the check's of the first trace (recording and ordinary self), then of
+    # each shared key, forward and gradient (JAX may reuse some)
+    assert 3 <= traces <= 1 + 4 + 2 * 4
 
 
 # ----------------------------------------------------------------- static arguments
@@ -523,6 +557,39 @@ def test_a_nested_instance_kept_past_the_trace_reads_all_of_it():
     a, b = _net(Net, ns=(1, 2)), _net(Net, ns=(5, 2))
     a(1.0), b(1.0)
     assert [float(jax.grad(m)(1.0)) for m in (b, a)] == [5.0, 1.0]
+
+
+def test_a_tuple_of_layers_kept_past_the_trace_reads_all_of_them():
+    """A custom_vjp rule closing over the layers tuple (layers = self.layers, then
+    layers[0].n) gets each model's own value, as with deps="all"."""
+
+    def body(self, x):
+        layers = self.layers
+        return _identity_scaling(x, lambda: layers[0].n)
+
+    for deps in ("all", "read"):
+        Net = _stack(deps, body)
+        a, b = _net(Net, ns=(1, 2)), _net(Net, ns=(5, 2))
+        a(1.0), b(1.0)
+        assert [float(jax.grad(m)(1.0)) for m in (b, a)] == [5.0, 1.0], deps
+
+
+def test_a_callback_closing_over_the_layers_tuple_sees_each_models_values():
+    """A jax.debug.callback reading layers[0].n through the tuple sees each model's own n."""
+    seen = []
+
+    def body(self, x):
+        layers = self.layers
+        jax.debug.callback(lambda: seen.append(layers[0].n))
+        return x * 2
+
+    Net = _stack("read", body)
+    models = [_net(Net, ns=(n, 2)) for n in (1, 5, 7)]
+    models[0].__call__.lower(1.0)
+    for m in models[1:] + models[:1]:
+        jax.block_until_ready(m(1.0))
+    jax.effects_barrier()
+    assert seen == [5, 7, 1]
 
 
 def _identity_scaling(x, scale):

@@ -99,14 +99,23 @@ def test_eq_numpy_and_jax_leaves():
     assert hash(a) == hash(b)
 
 
-def test_eq_ignores_weak_type():
-    """== compares structure, shape, dtype and value: a weak-typed leaf equals a NumPy or
-    strong leaf with the same dtype and values, with the same hash."""
-    weak, strong = Params(jnp.full(2, 5.0)), Params(np.full(2, 5, np.float32))
-    assert weak.x.weak_type
-    assert weak == strong and strong == weak
-    assert hash(weak) == hash(strong)
-    assert weak == Params(jnp.full(2, 5.0, jnp.float32)) and weak != Params(jnp.full(2, 5.0, jnp.float16))
+def test_eq_and_hash_tell_weak_types_apart():
+    """A weak-typed leaf and a strong leaf of the same dtype and values are not equal (JAX
+    computes differently with them); a NumPy leaf equals the strong one."""
+    weak, strong = Params(jnp.asarray(2.0)), Params(jnp.float32(2.0))
+    assert weak.x.weak_type and not strong.x.weak_type
+    assert weak != strong and strong != weak
+    assert hash(weak) != hash(strong)
+    assert strong == Params(np.float32(2.0)) and hash(strong) == hash(Params(np.float32(2.0)))
+    assert weak == Params(jnp.asarray(2.0)) and hash(weak) == hash(Params(jnp.asarray(2.0)))
+
+
+def test_plain_jit_static_argnums_keeps_weak_and_strong_apart():
+    """As a plain jax.jit static argument, a weak and a strong instance get their own
+    programs: the strong one computes in f32, not in the f16 of the weak one's program."""
+    scale = jax.jit(lambda p, y: p.x * y, static_argnums=0)
+    assert scale(Params(jnp.asarray(2.0)), jnp.float16(2)).dtype == jnp.float16
+    assert scale(Params(jnp.float32(2.0)), jnp.float16(2)).dtype == jnp.float32
 
 
 def test_eq_nested_pytrees_and_none():

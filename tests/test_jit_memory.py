@@ -30,13 +30,14 @@ def test_deleting_an_sf_jit_function_frees_its_programs():
 
 def test_explanation_history_is_bounded():
     """After many compiles of one structure, explanations still work and the history stays bounded."""
+    from staticfield._explain._describe import SETTINGS
     from staticfield._jit import _tracker
 
     f = sf.jit(lambda x: x + 1, warn_compiles=None)
     for n in range(1, _tracker.PER_STRUCTURE + 10):
         f(jnp.ones(n))
     tracker = f.__sf_jit__.tracker
-    assert len(tracker._by_structure[("x",)]) == _tracker.PER_STRUCTURE
+    assert len(tracker._by_structure[(*SETTINGS, "x")]) == _tracker.PER_STRUCTURE
     last = f.recompiles[-1]
     assert [(c.path, c.kind) for c in last.changes] == [("x", "shape")]
 

@@ -153,6 +153,76 @@ def test_fixture_blocks_none_and_at_most(pytester):
     assert f"#1 at test_budget.py:{line_of(pytester, 'double(jnp.ones(12))')}: first compile" in text
 
 
+def test_a_compiling_fixture_never_counts_whatever_the_fixture_order(pytester):
+    """Compiles in fixtures (setup) are warm-up: the marker and sf_compiles count the test
+    function's own compiles only, with the compiling fixture before or after sf_compiles."""
+    make(pytester, """
+        @pytest.fixture
+        def warm(request):  # two new shapes for each test
+            n = {"test_warm_first": 21, "test_warm_last": 24, "test_marker_alone": 27}[request.node.name]
+            double(jnp.ones(n))
+            double(jnp.ones(n + 1))
+            return n
+
+        @pytest.mark.max_compiles(1)
+        def test_warm_first(warm, sf_compiles):
+            double(jnp.ones(warm + 2))
+            assert sf_compiles.count == 1
+
+        @pytest.mark.max_compiles(1)
+        def test_warm_last(sf_compiles, warm):
+            double(jnp.ones(warm + 2))
+            assert sf_compiles.count == 1
+
+        @pytest.mark.max_compiles(0)
+        def test_marker_alone(warm):
+            double(jnp.ones(warm))
+    """)
+    pytester.runpytest().assert_outcomes(passed=3)
+
+
+def test_a_failing_block_names_the_reason_of_its_compile(pytester):
+    """none() over a recompile explains it against the test's earlier compile (in a fixture
+    too), as f.recompiles does: `x: f32[31] → f32[32] (shape)`, never "first compile"."""
+    make(pytester, """
+        @pytest.fixture
+        def warm():
+            double(jnp.ones(31))
+
+        def test_block(sf_compiles, warm):
+            with sf_compiles.none():
+                double(jnp.ones(32))
+    """)
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str()
+    assert "this block compiled 1 time(s), over its budget of 0" in text
+    assert "x: f32[31] → f32[32] (shape)" in text
+    assert "first compile" not in text
+
+
+def test_a_block_names_the_reason_of_an_sf_functions_compile_made_after_an_earlier_test(pytester):
+    """An sf.jit function compiled by an earlier test: a failing none() block gives the reason
+    its f.recompiles gives (`n: 5 → 6`), not "first compile"."""
+    make(pytester, """
+        import staticfield as sf
+
+        power = sf.jit(lambda x, n: x ** n, static_argnames="n")
+
+        def test_first():
+            power(jnp.ones(2), n=5)
+
+        def test_block(sf_compiles):
+            with sf_compiles.none():
+                power(jnp.ones(2), n=6)
+    """)
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, failed=1)
+    text = result.stdout.str()
+    assert "n: 5 → 6 (static_arg)" in text
+    assert "first compile" not in text
+
+
 def test_an_error_inside_a_block_passes_through(pytester):
     """An exception raised inside `with sf_compiles.none()` reaches pytest as itself."""
     make(pytester, """

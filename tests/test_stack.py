@@ -179,6 +179,14 @@ def test_stack_differing_leaf_dtype_names_the_field():
         sf.stack([params(0), params(1), odd])
 
 
+def test_stack_f32_and_f64_leaves_is_a_value_error():
+    """An f32 leaf and an f64 (NumPy) leaf are different dtypes, even with x64 off: a
+    ValueError naming the leaf, never a silent cast to f32."""
+    odd = Params(w=np.zeros(3, np.float64), b=jnp.float32(0))
+    with pytest.raises(ValueError, match=r"leaf Params\.w is f32\[3\] at position 0 but f64\[3\] at position 1"):
+        sf.stack([params(0), odd])
+
+
 def test_stack_differing_nested_leaf_names_the_path():
     """A shape mismatch deep inside a dict field names the whole path."""
     odd = model(1)

@@ -208,6 +208,7 @@ class Saved:
     n: int
     flag: bool
     a: jax.Array
+    f: jax.Array = jnp.zeros((), jnp.float32)
 
 
 def _template():
@@ -224,6 +225,9 @@ def _template():
         ({"n": 1, "flag": True, "a": True}, "Saved.a"),
         ({"n": 1, "flag": True, "a": 2.5}, "Saved.a"),
         ({"n": 1, "flag": True, "a": 2**40}, "Saved.a"),
+        ({"n": 1, "flag": True, "a": np.int32(0), "f": 1e40}, "Saved.f"),
+        ({"n": 1, "flag": True, "a": np.int32(0), "f": np.float64(-1e40)}, "Saved.f"),
+        ({"n": 1, "flag": True, "a": np.int32(0), "f": 10**40}, "Saved.f"),
     ],
 )
 def test_from_state_dict_refuses_values_that_would_change(state, path):
@@ -234,7 +238,7 @@ def test_from_state_dict_refuses_values_that_would_change(state, path):
 
 def test_from_state_dict_restores_exact_values():
     """Values of the right kind restore exactly."""
-    out = sf.from_state_dict(_template(), {"n": np.int64(5), "flag": False, "a": 7})
+    out = sf.from_state_dict(_template(), {"n": np.int64(5), "flag": False, "a": 7, "f": 0.5})
     assert (out.n, out.flag, int(out.a)) == (5, False, 7)
     assert type(out.n) is int
 
@@ -277,3 +281,13 @@ def test_identity_hashed_takes_a_class():
     """sf.identity_hashed of something that is not a class is refused, naming it."""
     with pytest.raises(TypeError, match=r"sf.identity_hashed takes a class, got an int \(3\)"):
         sf.identity_hashed(3)
+
+
+def test_from_state_dict_reads_no_jax_leafs_value():
+    """Restoring jax leaves reads their shape and dtype, never their values (no copy of every
+    leaf to the host, which also fails for arrays spread over processes): it works under
+    jax.jit, where the state's leaves are tracers."""
+    template = Saved(1, True, jnp.zeros((), jnp.int32), jnp.ones((), jnp.float32))
+    restore = jax.jit(lambda a, f: sf.from_state_dict(template, {"n": 1, "flag": True, "a": a, "f": f}))
+    back = restore(jnp.int32(4), jnp.float32(2.5))
+    assert (int(back.a), float(back.f)) == (4, 2.5)

@@ -544,7 +544,8 @@ def test_compiles_and_shape_changes_match_the_calls(sizes):
 
 
 def test_jit_under_grad_is_counted_with_its_call_site():
-    """A jitted function compiled under jax.grad is counted by name, at the user's call site."""
+    """A jitted function compiled under jax.grad is one function at its code location, at the
+    user's call site; a compile for the transformation says so."""
     loss = jax.jit(lambda w: jnp.sum(w**2))
     with sf.watch() as w:
         line = sys._getframe().f_lineno + 1
@@ -552,8 +553,9 @@ def test_jit_under_grad_is_counted_with_its_call_site():
     (entry,) = [e for e in w.functions if not e.eager]
     assert entry.name == "<lambda>" and entry.count >= 1
     assert all(c.call_site.endswith(f"test_watch.py:{line}") for c in entry.compiles)
-    if entry.count > 1:
-        assert "compiled, not explained: no trace the watcher could see" in w.report()
+    assert entry.location.endswith(f"test_watch.py:{line - 3}")
+    for c in entry.compiles[1:]:
+        assert [(ch.path, ch.kind) for ch in c.changes] in ([("(the call)", "context")], [("w", "shape")])
 
 
 def test_run_a_module_with_dash_m(tmp_path):

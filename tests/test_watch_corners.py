@@ -359,3 +359,52 @@ def test_equinox_primitive_with_eval_shape_in_its_rule_counts_equal_jax_compile_
     (step,) = [f for f in w.functions if f.name.endswith("prim_step")]
     assert step.seconds("trace_s") > 0 and step.seconds("compile_s") > 0
     assert [(c.path, c.kind) for c in step.compiles[-1].changes] == [("x", "shape")]
+
+
+VMAP_AND_DIRECT = """
+import jax, jax.numpy as jnp
+
+def f(x):
+    return x * 2
+
+jf = jax.jit(f)
+for n in (1, 2, 3):
+    jax.vmap(jf)(jnp.ones((2, n)))
+for n in (1, 2, 3):
+    jf(jnp.ones(n + 5))
+"""
+
+
+def test_one_function_reached_under_vmap_and_directly_is_one_function(tmp_path):
+    """3 compiles under jax.vmap and 3 direct ones: one function at one code location with 6
+    compiles, so --max-compiles 4 exits 1 naming it."""
+    (tmp_path / "prog.py").write_text(VMAP_AND_DIRECT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "staticfield", "watch", "--json", "r.json", "--max-compiles", "4",
+         "prog.py"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+    )
+    assert proc.returncode == 1, proc.stderr
+    (entry,) = [f for f in json.loads((tmp_path / "r.json").read_text())["functions"] if not f["eager"]]
+    assert (entry["name"], entry["location"], entry["compiles"]) == ("f", "prog.py:4", 6)
+    assert "compiled 6 times, over --max-compiles 4" in proc.stderr
+
+
+@pytest.mark.parametrize("vmap_first", [False, True])
+def test_a_compile_under_vmap_is_explained_as_a_transformation(vmap_first):
+    """jax.vmap(f) after f (or before) is one function, and its compile is explained as a
+    program for a transformation of f, never as a global setting."""
+
+    def f(x):
+        return x * 2
+
+    jf = jax.jit(f)
+    calls = [lambda: jf(jnp.ones(3)), lambda: jax.vmap(jf)(jnp.ones((2, 3)))]
+    with sf.watch() as w:
+        for call in calls[::-1] if vmap_first else calls:
+            call()
+    (entry,) = jitted(w)
+    assert entry.count == 2
+    assert "no argument differs" not in w.report()
+    (change,) = entry.compiles[1].changes
+    assert change.kind == "context" and "transformation" in change.old + change.new

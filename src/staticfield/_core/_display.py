@@ -42,6 +42,33 @@ def short_dtype(dtype: Any) -> str:
     return name
 
 
+def mesh_text(mesh: Any) -> str:
+    """``mesh(data=2,model=4)``, with the device ids when they are not in order
+    (``mesh(i=8, devices 7..0)``): two meshes that differ only there compile apart."""
+    axes = ",".join(f"{name}={size}" for name, size in mesh.shape.items())
+    try:
+        ids = [int(d.id) for d in np.asarray(mesh.devices).flat]
+    except Exception:  # an abstract mesh: no devices
+        return f"mesh({axes})"
+    if ids == sorted(ids) and ids == list(range(ids[0], ids[0] + len(ids))):
+        return f"mesh({axes})"
+    if ids == list(range(ids[0], ids[0] - len(ids), -1)):
+        return f"mesh({axes}, devices {ids[0]}..{ids[-1]})"
+    shown = ",".join(map(str, ids[:8])) + (",…" if len(ids) > 8 else "")
+    return f"mesh({axes}, devices {shown})"
+
+
+def sharding_text(s: Any) -> str | None:
+    """A sharding in the user's words: ``P(None, 'model') on mesh(data=2,model=4)``; the
+    class name for one without a mesh (``SingleDeviceSharding``); None for none."""
+    if s is None:
+        return None
+    mesh, spec = getattr(s, "mesh", None), getattr(s, "spec", None)
+    if mesh is None or spec is None or getattr(mesh, "empty", False):
+        return type(s).__name__
+    return f"{spec} on {mesh_text(mesh)}"
+
+
 def summary(leaf: Any, value: bool = False) -> str:
     """``f32[2,3]`` for an array-like leaf, ``repr`` for anything else. With ``value``, a
     concrete 0-d leaf shows its value too, ``f32[](1.5)``: scalar states such as a step

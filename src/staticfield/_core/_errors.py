@@ -24,6 +24,13 @@ class DepsCheckError(RuntimeError):
     key for which it traces differently (a read of a static escaped the recording)."""
 
 
+DEPS_CHECK_FIRST = (
+    "{function}: deps=\"read\" traced the method for {base} with a recording self, and "
+    "it traces differently from an ordinary self ({what}): a read of a static escaped "
+    "the recording. C code that reads self's __dict__ (dict.get(vars(self), ...), "
+    "inspect.getattr_static(self, ...)) finds no static value there. Read statics as "
+    "attributes (self.{field}), or use deps=\"all\" (the default) for this method."
+)
 DEPS_CHECK = (
     "{function}: deps=\"read\" shared the program traced for {base} with {key}, but the "
     "method traces differently for them ({what}), so a read of {fields} escaped the recording "
@@ -194,6 +201,12 @@ UNKNOWN_REPLACE = (
     "{cls} has no field(s) {names} to replace. Valid field names: {valid}."
 )
 
+SPREAD_EQ = (
+    "{cls}.__eq__: the field `{field}` holds an array spread over processes, which == "
+    "compares on its devices, as a collective that every process must run; that failed "
+    "({error}). Call == in every process with arrays on the same devices, or compare "
+    "process-local values (jax.experimental.multihost_utils.process_allgather)."
+)
 TRACED_EQ = (
     "{cls}.__eq__: cannot compare instances whose field `{field}` holds a traced value "
     "({type}): the result would depend on runtime values, which are unknown while "

@@ -1,8 +1,9 @@
 """Instance semantics: frozen assignment, ``==``, ``hash``, ``replace``, pickling and copying.
 
 ``==`` returns a Python bool (type, static key, then dynamic leaves by structure,
-shape, dtype and value); ``hash`` uses the static key and leaf shapes/dtypes only,
-never array values, so it needs no device sync and never raises for arrays.
+shape, dtype, weak type and value); ``hash`` uses the static key and leaf shapes,
+dtypes and weak types only, never array values, so it needs no device sync and never
+raises for arrays.
 """
 
 from __future__ import annotations
@@ -37,12 +38,11 @@ def __delattr__(self: Any, name: str) -> None:
 
 
 def _leaf_sig(leaf: Any) -> tuple:
-    # Shape and dtype, not JAX's weak type: == compares values (a NumPy f32 array and
-    # jnp.full(2, 5.0) hold the same numbers). Where the weak type changes a program
-    # (weak_f32 * f16 is f16), jit keys on it: JAX's abstract values for traced
-    # leaves, and sf.jit's key for an instance passed as a static argument (_keys).
+    # Shape, dtype and JAX's weak type: a weak f32 (jnp.asarray(2.0)) times an f16 array
+    # is f16, a strong one gives f32, so the two are different values to a program (and
+    # to jax.jit's static_argnums, which goes by == and hash). NumPy leaves are strong.
     if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
-        return (tuple(leaf.shape), _dtype(leaf.dtype))
+        return (tuple(leaf.shape), _dtype(leaf.dtype), getattr(leaf, "weak_type", False) is True)
     return ((), leaf.__class__)
 
 
@@ -60,6 +60,37 @@ def _host(leaf: Any) -> np.ndarray:
     return np.asarray(leaf)
 
 
+def _spread(leaf: Any) -> bool:
+    """A jax.Array with shards in other processes: its values cannot come to this host."""
+    return (isinstance(leaf, jax.Array) and not isinstance(leaf, _compat.Tracer)
+            and not leaf.is_fully_addressable)
+
+
+def _same_bits(x: Any, y: Any) -> Any:
+    """Whether two arrays hold the same bits (floats bitwise, as ``_leaf_equal`` compares)."""
+    def bits(v: Any) -> Any:
+        if jax.dtypes.issubdtype(v.dtype, jax.dtypes.extended):
+            v = jax.random.key_data(v)
+        if jax.numpy.iscomplexobj(v):
+            return bits(jax.numpy.stack([v.real, v.imag]))
+        if jax.dtypes.issubdtype(v.dtype, jax.numpy.floating):
+            width = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[v.dtype.itemsize]
+            return jax.lax.bitcast_convert_type(v, width)
+        return v
+    return jax.numpy.all(bits(x) == bits(y))
+
+
+_SAME_BITS: list = []
+
+
+def _same_bits_on_devices() -> Any:
+    """``_same_bits`` jitted (made on first use): for arrays spread over processes, compared
+    where they are; the scalar result is replicated, so every process reads it."""
+    if not _SAME_BITS:
+        _SAME_BITS.append(jax.jit(_same_bits))
+    return _SAME_BITS[0]
+
+
 def _leaf_equal(cls: type, name: str, a: Any, b: Any) -> bool:
     if a is b:
         return True
@@ -72,6 +103,12 @@ def _leaf_equal(cls: type, name: str, a: Any, b: Any) -> bool:
             )
     if isinstance(a, jax.ShapeDtypeStruct) or isinstance(b, jax.ShapeDtypeStruct):
         return type(a) is type(b)
+    if _spread(a) or _spread(b):
+        try:
+            return bool(_same_bits_on_devices()(a, b))
+        except Exception as e:
+            raise ValueError(_errors.SPREAD_EQ.format(
+                cls=cls.__qualname__, field=name, error=f"{type(e).__name__}: {e}")) from e
     x, y = _host(a), _host(b)
     if x.dtype.kind in "fcV":
         # Bitwise for floats: -0.0 and 0.0 are different values to a program that bakes

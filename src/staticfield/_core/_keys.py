@@ -165,8 +165,9 @@ class StaticKey(int):
 
 
 def _weak_types(value: Any) -> tuple:
-    """An instance's leaves' weak types: ``==`` ignores them, a static argument's key must
-    not (a weak and a strong f32 promote differently, so they need two programs)."""
+    """An instance's leaves' weak types (a weak and a strong f32 promote differently, so
+    they need two programs). ``==`` tells them apart too; the key says so itself, so it
+    never depends on a class's ``__eq__``."""
     if "__staticfield_spec__" not in type(value).__dict__:
         return ()
     return tuple(getattr(leaf, "weak_type", False) for leaf in jax.tree_util.tree_leaves(value))
@@ -174,7 +175,7 @@ def _weak_types(value: Any) -> tuple:
 
 class StaticArgKey:
     """A type-strict key for a jit static argument (``static_argnums``); ``raw`` is the value.
-    An instance's key includes its leaves' weak types, which its ``==`` ignores."""
+    An instance's key includes its leaves' weak types."""
 
     __slots__ = ("raw", "part", "_hash")
 

@@ -25,8 +25,9 @@ any key installed on V what it computes for V's base. The rules that keep it:
   trace is neither counted nor cached; the hit path catches ``Abort`` and calls again.
 - Using ``self`` as a whole is reading every static. So is keeping a reference to the
   recording ``self`` past the trace (a ``custom_vjp`` rule, a ``jax.debug.callback``,
-  a stored reference): checked by reference count before the trace returns to JAX,
-  so the program of a trace that let ``self`` escape is never shared.
+  a stored reference), or a nested instance, or a tuple that holds nested instances
+  (``layers = self.layers`` in a closure): checked by reference count before the trace
+  returns to JAX, so the program of a trace that let any of them escape is never shared.
 - A call returns a result only if its key was still installed on the variant it
   ran when the call ended: a key moved off a program while the call ran (another
   thread, or a nested call, traced it again and evicted the key) calls again. So a
@@ -129,10 +130,14 @@ class Deps:
         with self.lock:
             entry = self.variants.get(key)
             variant = next((v for v in self.by_base.values() if v.entry is entry), None)
-            if variant is None or variant.base == key or (key, variant.base) in self.checked:
+            if variant is None or (key, variant.base) in self.checked:
                 return
             self.checked.add((key, variant.base))
             base, reads = variant.base, dict(variant.reads)
+        if base == key:  # its own trace: recorded as an ordinary self would read
+            _check.check_first(self.function, self.self_name, self.fn, obj, args, kwargs,
+                               self.static_pos, self.static_names)
+            return
         _check.check(self.function, self.self_name, self.fn, base, reads, obj, args, kwargs,
                      self.static_pos, self.static_names)
 
@@ -184,16 +189,18 @@ class Deps:
             for path in shadowed:
                 trace.record((path,), _SHADOWED.format(name=display(self.self_name, path)))
             before = sys.getrefcount(traced)
-            kept = [sys.getrefcount(inner) for _, inner in nested]
+            kept = [sys.getrefcount(held) for _, held in nested]
             call_args = (traced, *args[1:])
             out = fn(*call_args, **kwargs)
             del call_args
             if sys.getrefcount(traced) > before:
                 trace.record(variant.tops, _ESCAPED)
-            for (path, inner), count in zip(nested, kept):
-                if sys.getrefcount(inner) > count:
+            for (path, held), count in zip(nested, kept):
+                if sys.getrefcount(held) > count:  # kept: every instance in it is read whole
                     who = display(self.self_name, path)
-                    trace.record(tuple((*path, n) for n in SPECS[inner.__class__].static_names),
+                    trace.record(tuple((*p, n) for p, inner in nested if p[:len(path)] == path
+                                       and inner.__class__ in SPECS
+                                       for n in SPECS[inner.__class__].static_names),
                                  _ESCAPED.replace("self", who, 1))
         finally:
             trace.open = False

@@ -138,7 +138,8 @@ def stand_in(obj: Any, trace: Any, key: Any) -> tuple[Any, list[tuple], list[tup
     is each nested instance at a path of ``key`` (a ``DeepKey``: see ``_core/_deep``).
 
     Also returns the static paths that could not be left out of a dict (the class would
-    answer: read up front by the caller) and the nested stand-ins by path."""
+    answer: read up front by the caller) and, by path, the nested stand-ins and the tuples
+    made to hold them (a tuple of layers kept by a closure keeps its layers)."""
     nested = set(key._at) if isinstance(key, DeepKey) else set()
     inner = key._inner if isinstance(key, DeepKey) else frozenset()
     shadowed: list[tuple] = []
@@ -165,7 +166,8 @@ def stand_in(obj: Any, trace: Any, key: Any) -> tuple[Any, list[tuple], list[tup
             made.append((path, make(value, path)))
             return made[-1][1]
         if path in inner and value.__class__ is tuple:
-            return tuple(sub(v, (*path, i)) for i, v in enumerate(value))
+            made.append((path, tuple(sub(v, (*path, i)) for i, v in enumerate(value))))
+            return made[-1][1]  # a container of stand-ins: kept past the trace, it lets them escape
         return value
 
     return make(obj, ()), shadowed, made

@@ -14,6 +14,8 @@ from typing import Any
 import jax
 
 from .._core._anyleaves import ARRAY_LEAVES, AnyLeaves
+from .._core._compat import Tracer
+from .._core._display import sharding_text
 from .._core._spec import SPEC_ATTR, Spec
 
 PASSING = "(passed by keyword)"  # the entry naming the arguments passed by keyword
@@ -29,10 +31,10 @@ def _leaf_entry(leaf: Any) -> tuple:
         aval = jax.typeof(leaf)
     sharding = None
     try:
-        s = aval.sharding
+        # A concrete array's own sharding: its aval's drops the Auto axes (P(None, None)).
+        s = leaf.sharding if isinstance(leaf, jax.Array) and not isinstance(leaf, Tracer) else aval.sharding
         if not s.mesh.empty:
-            axes = ",".join(f"{name}={size}" for name, size in s.mesh.shape.items())
-            sharding = f"{s.spec} on mesh({axes})"
+            sharding = sharding_text(s)
     except Exception:
         pass
     return ("leaf", tuple(aval.shape), aval.dtype, bool(getattr(aval, "weak_type", False)), sharding)
@@ -67,9 +69,14 @@ def _walk(value: Any, path: str, out: dict[str, tuple], any_leaves: bool = False
             out[sub] = _leaf_entry(leaf)
 
 
+# The JAX settings in a trace's context that change its program (part of jit's key), by
+# the name a user sets them with: a change of one is a "context" change, not the arguments'.
+SETTINGS = ("jax_enable_x64", "jax_numpy_dtype_promotion", "jax_default_matmul_precision")
+
+
 def describe(names: list[str], args: tuple, kwargs: dict, static_pos: frozenset, static_names: frozenset) -> dict[str, tuple]:
     """A flat description of everything the cache key depends on, by path."""
-    out: dict[str, tuple] = {}
+    out: dict[str, tuple] = {name: ("context", getattr(jax.config, name, None)) for name in SETTINGS}
     for i, value in enumerate(args):
         name = names[i] if i < len(names) else f"args[{i}]"
         if i in static_pos:

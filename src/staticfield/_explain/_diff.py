@@ -15,15 +15,19 @@ from ._describe import PASSING as _PASSING
 from .._core._display import short_dtype
 from .._core._keys import keyable
 
-KINDS = ("static", "shape", "dtype", "weak_type", "structure", "sharding", "static_arg", "bucket")
+KINDS = ("static", "shape", "dtype", "weak_type", "structure", "sharding", "static_arg", "context", "bucket")
 
 _NO_CHANGE = (
-    "a global setting such as jax_enable_x64 may have changed, or JAX's caches were "
-    "cleared: jax.clear_caches() or .clear_cache()"
+    "JAX's caches were cleared (jax.clear_caches() or .clear_cache()), or a setting "
+    "staticfield does not watch changed"
 )
 NO_CHANGE_CUSTOM_VJP = (
     "the call is in the backward pass of a custom_vjp, which JAX traces on its own, so "
     "the same arguments are traced again once; results are not affected"
+)
+_HINT_CONTEXT = (
+    "a JAX setting in effect at the call is part of the cache key, so each new value "
+    "compiles once; set it once, before the first call"
 )
 _HINT_WEAK = (
     "a Python scalar and arrays made from one (jnp.full(n, 0.5)) are weakly typed, a "
@@ -53,8 +57,9 @@ class Change:
     """One difference between a trace and the closest earlier one.
 
     ``kind`` is one of ``"static"``, ``"shape"``, ``"dtype"``, ``"weak_type"``,
-    ``"structure"``, ``"sharding"``, ``"static_arg"``, ``"bucket"``; ``old``/``new`` are short
-    strings. ``read`` says, for a ``deps="read"`` method, where it read this static
+    ``"structure"``, ``"sharding"``, ``"static_arg"``, ``"context"`` (a JAX setting of the
+    trace context, ``path`` its name), ``"bucket"``; ``old``/``new`` are short strings.
+    ``read`` says, for a ``deps="read"`` method, where it read this static
     (``"read at model.py:14"``); it is empty otherwise. A ``"bucket"`` change (``buckets=``)
     is a new bucket: ``old`` and ``new`` are the earlier and new bucket sizes, ``rows`` the
     row count of the call that needed it (``x.shape[0]: 37 → bucket 64 (was 32)``).
@@ -123,6 +128,13 @@ def _same_static(a: Any, b: Any) -> bool:
         return a is b
 
 
+def type_hint(old: Any, new: Any, path: str = "x") -> str:
+    """The precise hint for a static that changed (equal values of two types, a new
+    function object, a new identity-hashed object); '' when none fits. ``sf.watch`` gives
+    the same words."""
+    return _hint(old, new, path)
+
+
 def _hint(old: Any, new: Any, path: str = "x") -> str:
     if type(old) is not type(new):
         try:
@@ -187,6 +199,10 @@ def _entry_changes(path: str, old: tuple | None, new: tuple | None) -> list[Chan
     if old is None or new is None or old[0] != new[0]:
         return [Change(path, "structure", _entry_text(old), _entry_text(new))]
     kind = old[0]
+    if kind == "context":
+        if old[1] == new[1]:
+            return []
+        return [Change(path, "context", short(old[1]), short(new[1]), _HINT_CONTEXT)]
     if kind in ("static", "static_arg"):
         if _same_static(old[1], new[1]):
             return []
@@ -240,7 +256,20 @@ def diff(old: dict[str, tuple], new: dict[str, tuple]) -> list[Change]:
     passing = [c for c in changes if c.old.startswith("passed by") and c.new.startswith("passed by")]
     changed = {c.path for c in changes if c not in passing}
     changes = [c for c in changes if c not in passing or c.path not in changed]
+    if any(c.path == "jax_enable_x64" for c in changes):  # 32 ↔ 64 bits follow from it
+        changes = [c for c in changes if not (c.kind == "dtype" and _widened(old.get(c.path), new.get(c.path)))]
     return _drop_redundant(changes)
+
+
+_WIDER = {"float32": "float64", "int32": "int64", "uint32": "uint64", "complex64": "complex128"}
+
+
+def _widened(a: tuple | None, b: tuple | None) -> bool:
+    """Two leaves that differ only as jax_enable_x64 makes them (f32 ↔ f64, i32 ↔ i64)."""
+    if a is None or b is None or a[0] != "leaf" or b[0] != "leaf" or a[1] != b[1]:
+        return False
+    x, y = str(a[2]), str(b[2])
+    return _WIDER.get(x) == y or _WIDER.get(y) == x
 
 
 def _drop_redundant(changes: list[Change]) -> list[Change]:

@@ -116,6 +116,9 @@ def make_jitted(
     inner.__wrapped__ = fn  # type: ignore[attr-defined]
     inner.__sf_user_call__ = user_call  # type: ignore[attr-defined]
     inner.__sf_explain__ = explain  # type: ignore[attr-defined]
+    tracker = getattr(getattr(getattr(traced, "func", None), "__self__", None), "tracker", None)
+    if tracker is not None:  # sf.watch: why a compile it saw first was a recompile here
+        inner.__sf_recompiles__ = lambda: tracker.recompiles  # type: ignore[attr-defined]
     signature = user_signature(fn, layout)
     if signature is not None:
         inner.__signature__ = signature  # type: ignore[attr-defined]

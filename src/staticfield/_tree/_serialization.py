@@ -178,9 +178,12 @@ def _exact_scalar(where: str, tmpl: Any, value: Any, kind: str, convert: Any) ->
     if got is None or got not in _FROM_KINDS.get(kind, kind):
         raise refuse
     try:
-        out = convert(value)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = convert(value)
     except (TypeError, ValueError, OverflowError):
         raise refuse from None
+    if (got == "i" or got == "f" and np.isfinite(value)) and not np.all(np.isfinite(np.asarray(out).real)):
+        raise refuse  # 1e40 into an f32 leaf: out of range, it would come back as inf
     if got == "i" and int(np.asarray(out).real if kind == "c" else np.asarray(out)) != int(value):
         raise refuse
     return out
@@ -201,8 +204,10 @@ def _restore_leaf(where: str, tmpl: Any, value: Any) -> Any:
     want_shape, want_dtype = tuple(tmpl.shape), np.dtype(tmpl.dtype)
     if isinstance(value, _PY_SCALARS) or not hasattr(value, "dtype") and not isinstance(value, (list, tuple)):
         value = _exact_scalar(where, tmpl, value, want_dtype.kind, lambda v: np.asarray(v, dtype=want_dtype))
-    shape = tuple(np.shape(value))
-    dtype = np.dtype(getattr(value, "dtype", np.asarray(value).dtype))
+    # The value's own shape and dtype: never np.asarray of a jax leaf (a copy to the host,
+    # an error for a tracer or an array spread over processes).
+    shape = tuple(value.shape) if hasattr(value, "shape") else tuple(np.shape(value))
+    dtype = np.dtype(value.dtype) if hasattr(value, "dtype") else np.asarray(value).dtype
     if shape != want_shape or dtype != want_dtype:
         raise ValueError(_MISMATCH.format(where=where, got=_desc(value), want=f"has {_desc(tmpl)}"))
     if isinstance(tmpl, np.ndarray):

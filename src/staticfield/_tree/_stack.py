@@ -16,6 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core import _compat
+
 from .._core._frozendict import FrozenDict
 from .._core._keys import keyable
 from .._core._display import summary
@@ -122,8 +124,16 @@ def unstack(stacked: T) -> list[T]:
             raise ValueError(NO_LEADING_AXIS.format(path=_leaf_path(stacked, k), a=summary(leaf), why=why))
         if n is None:
             n = shape[0]
-    slices = [list(leaf) for leaf in leaves]
+    slices = [_rows(leaf, n) for leaf in leaves]
     return [jax.tree_util.tree_unflatten(treedef, parts) for parts in zip(*slices)]
+
+
+def _rows(leaf: Any, n: int) -> list:
+    """``leaf``'s rows along its leading axis. An array spread over processes cannot be
+    iterated (JAX asserts); indexing runs where its shards are, in every process."""
+    if isinstance(leaf, jax.Array) and not isinstance(leaf, _compat.Tracer) and not leaf.is_fully_addressable:
+        return [leaf[i] for i in range(n)]
+    return list(leaf)
 
 
 def _stack_column(first: Any, k: int, col: tuple) -> Any:
@@ -153,7 +163,7 @@ def _stack_column(first: Any, k: int, col: tuple) -> Any:
 
 
 def _check_column(first: Any, k: int, col: tuple) -> None:
-    """Compare leaves by shape and JAX dtype (Python scalars count as JAX's default dtype)."""
+    """Compare leaves by shape and dtype (Python scalars count as JAX's default dtype)."""
     sig0 = _sig(col[0])
     for j, x in enumerate(col):
         sig = _sig(x)
@@ -166,8 +176,8 @@ def _check_column(first: Any, k: int, col: tuple) -> None:
 
 
 def _sig(x: Any) -> tuple | None:
-    if hasattr(x, "shape") and hasattr(x, "dtype"):
-        return (tuple(x.shape), jax.dtypes.canonicalize_dtype(x.dtype))
+    if hasattr(x, "shape") and hasattr(x, "dtype"):  # its own dtype: an f64 is not an f32,
+        return (tuple(x.shape), x.dtype)  # even where jax_enable_x64 is off and JAX would cast
     if type(x) in _HOST or isinstance(x, (bool, int, float, complex)):
         return ((), jax.dtypes.canonicalize_dtype(type(x)))
     return None

@@ -1,7 +1,7 @@
 """``sf.watch`` and ``python -m staticfield watch``: every compile of any JAX program,
 per jitted function, explained in user paths.
 
-``_watcher`` keeps the records; ``_hooks`` feeds them from JAX's monitoring events and
+``_watcher`` keeps the records (``_records``: a function's compiles); ``_hooks`` feeds them from JAX's monitoring events and
 tracing; ``_site`` names a function and its call site; ``_diff`` describes a traced
 call's arguments by user path and diffs two of them; ``_report`` renders text and
 JSON; ``_cli`` is the command.

@@ -24,7 +24,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 
-from .._core._display import short_dtype
+from .._core._display import sharding_text, short_dtype
 
 HINT_HELD_STATIC = (
     "equinox's filter_jit holds every non-array argument static, so each new value "
@@ -37,9 +37,15 @@ class Leaf(NamedTuple):
     dtype: str
     weak_type: bool
     sharding: str
+    scalar: str = ""  # the Python type passed (``float``), for a Python scalar
 
     def show(self) -> str:
         return f"{short_dtype(self.dtype)}[{','.join(map(str, self.shape))}]"  # f32[3], as JAX
+
+    def show_weak(self) -> str:
+        """``f32[]``, ``weak f32[]`` (a weakly typed array), ``weak f32[] (a Python float)``."""
+        text = f"weak {self.show()}" if self.weak_type else self.show()
+        return f"{text} (a Python {self.scalar})" if self.scalar else text
 
 
 class Node(NamedTuple):
@@ -107,7 +113,7 @@ def describe(
     ``static_leaf(x)`` true marks a leaf as held static (equinox's filter_jit does so
     for every non-array leaf).
     """
-    out: Description = {}
+    out: Description = {name: Static("context", read()) for name, read in SETTINGS}
     names = argument_names(fun, len(args))
     for i, (name, value) in enumerate(zip(names, args)):
         if i in static_argnums:
@@ -120,6 +126,13 @@ def describe(
         else:
             _walk(value, name, out, static_leaf)
     return out
+
+
+# The JAX settings in a trace's context that change its program, by the name a user sets.
+SETTINGS = tuple(
+    (name, (lambda name=name: getattr(jax.config, name, None)))
+    for name in ("jax_enable_x64", "jax_numpy_dtype_promotion", "jax_default_matmul_precision")
+)
 
 
 def _key(k: Any) -> str:
@@ -199,7 +212,8 @@ def _leaf(x: Any) -> Any:
         shape, dtype, weak = tuple(aval.shape), _dtype_name(aval.dtype), bool(aval.weak_type)
     except Exception:
         return Static("static", x)  # not an array: jit would reject it; show its value
-    return Leaf(shape, dtype, weak, placement(x))
+    scalar = type(x).__name__ if type(x) in (bool, int, float, complex) else ""
+    return Leaf(shape, dtype, weak, placement(x), scalar)
 
 
 def placement(x: Any) -> str:
@@ -210,12 +224,21 @@ def placement(x: Any) -> str:
         s = x.sharding
     except Exception:
         return ""
-    spec = getattr(s, "spec", None)
-    return f"{type(s).__name__}({spec})" if spec is not None else type(s).__name__
+    text = sharding_text(s) or ""
+    return f"{type(s).__name__}({text})" if getattr(s, "spec", None) is not None else text
 
 
-def placements(args: tuple, dbg: Any) -> tuple:
-    """(argument path, placement) per flat argument; JAX puts closed-over constants first."""
+def flat_args(args: tuple, dbg: Any) -> Description:
+    """A flat call's arguments by name (``Leaf`` each: shape, dtype, weak type, placement);
+    JAX puts closed-over constants first."""
     names = tuple(dbg.arg_names or ())
     flat = args[len(args) - len(names):] if names else args
-    return tuple(zip(names or [f"args[{i}]" for i in range(len(flat))], map(placement, flat)))
+    return dict(zip(names or [f"args[{i}]" for i in range(len(flat))], map(_leaf, flat)))
+
+
+def source_line(dbg: Any) -> tuple[str, str, int] | None:
+    """(name, file, line) of a traced function from JAX's ``func_src_info``
+    (``f at /path/prog.py:4``), or None."""
+    name, _, where = str(getattr(dbg, "func_src_info", "") or "").partition(" at ")
+    file, _, line = where.rpartition(":")
+    return (name, file, int(line)) if file and line.isdigit() else None

@@ -14,15 +14,16 @@ import functools
 import types
 from typing import Any, Callable, Sequence
 
-from .._explain._diff import Change
+from .._explain._diff import Change, type_hint
 from ._describe import Description, Leaf, Node, Static, one_line, short
 
 HINTS = {
     "shape": "every new shape compiles once; pad or bucket inputs to a few fixed shapes",
     "dtype": "pass one dtype on every call, e.g. x.astype(jnp.float32) before the call",
     "weak_type": (
-        "a Python scalar is weakly typed and compiles apart from an array of the same dtype; "
-        "pass the same kind each time, e.g. jnp.asarray(x, jnp.float32)"
+        "a weakly typed value (a Python scalar, or an array made from one without a dtype) "
+        "compiles apart from an array of the same dtype; pass the same kind each time, "
+        "e.g. jnp.asarray(x, jnp.float32)"
     ),
     "static": (
         "a static value is part of the cache key, so each new value compiles once; "
@@ -45,6 +46,15 @@ HINTS = {
         "to a few sizes (buckets) so that it takes few values"
     ),
     "sharding": "inputs with another sharding compile again; device_put them with one sharding",
+    "context": (
+        "a JAX setting in effect at the call is part of the cache key (as if it were an "
+        "argument), so each new value compiles once; set it once, before the first call"
+    ),
+    "transformation": (
+        "a jitted function called under jax.vmap, jax.grad, ... compiles a program of its own "
+        "for the transformation, per new shape; jit the transformed function once "
+        "(jax.jit(jax.vmap(f))) and call that"
+    ),
     "new function": (
         "a new function object with the same code (a lambda or closure made on each call) "
         "misses the cache; define it once and reuse it, e.g. at module level"
@@ -54,17 +64,6 @@ HINT_IDENTITY = (
     "the old and new values print the same but are not equal (compared by identity); "
     "reuse one object, or give {type} value-based __eq__/__hash__"
 )
-
-
-def placement_changes(old: Sequence[tuple[str, str]], new: Sequence[tuple[str, str]]) -> list[Change]:
-    """Sharding changes between two flat lists of (argument path, placement)."""
-    if len(old) != len(new):
-        return []
-    return [
-        Change(path, "sharding", a, b, HINTS["sharding"])
-        for (path, a), (_, b) in zip(old, new)
-        if a and b and a != b
-    ]
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -90,7 +89,18 @@ def diff(old: Description, new: Description) -> list[Change]:
         if b is None:
             continue
         changes += _entry_changes(p, a, b)
+    if any(c.path == "jax_enable_x64" for c in changes):  # 32 ↔ 64 bits follow from it
+        changes = [c for c in changes if not (c.kind == "dtype" and _widened(old[c.path], new[c.path]))]
     return _shape_setters(changes, old, new)
+
+
+_WIDTHS = {"float32": "float64", "int32": "int64", "uint32": "uint64", "complex64": "complex128"}
+
+
+def _widened(a: Any, b: Any) -> bool:
+    """Whether two leaves differ only as jax_enable_x64 makes them (f32 ↔ f64, i32 ↔ i64)."""
+    return (isinstance(a, Leaf) and isinstance(b, Leaf) and a.shape == b.shape
+            and (_WIDTHS.get(a.dtype) == b.dtype or _WIDTHS.get(b.dtype) == a.dtype))
 
 
 def _entry_changes(path: str, a: Any, b: Any) -> list[Change]:
@@ -100,8 +110,7 @@ def _entry_changes(path: str, a: Any, b: Any) -> list[Change]:
             if x != y:
                 out.append(Change(path, kind, a.show(), b.show(), HINTS[kind]))
         if a.weak_type != b.weak_type:
-            show = lambda leaf: leaf.show() + (" (weak, a Python scalar)" if leaf.weak_type else "")
-            out.append(Change(path, "weak_type", show(a), show(b), HINTS["weak_type"]))
+            out.append(Change(path, "weak_type", a.show_weak(), b.show_weak(), HINTS["weak_type"]))
         if a.sharding and b.sharding and a.sharding != b.sharding:
             out.append(Change(path, "sharding", a.sharding, b.sharding, HINTS["sharding"]))
         return out
@@ -109,7 +118,7 @@ def _entry_changes(path: str, a: Any, b: Any) -> list[Change]:
         if _same(a.value, b.value):
             return []
         return [
-            Change(p, a.kind, old, new, b.hint or _static_hint(a.kind, x, y))
+            Change(p, a.kind, old, new, b.hint or _static_hint(a.kind, x, y, p))
             for p, x, y, old, new in _innermost(path, a.value, b.value)
         ]
     if a != b:
@@ -158,10 +167,15 @@ def _children(a: Any, b: Any) -> list[tuple[str, Any, Any]]:
     return []
 
 
-def _static_hint(kind: str, old: Any, new: Any) -> str:
-    """The hint that fits the value: a function, a setting, one that prints alike."""
+def _static_hint(kind: str, old: Any, new: Any, path: str = "x") -> str:
+    """The hint that fits the value: a function, a setting, one that prints alike, equal
+    values of two types (``1 → 1.0``: the words ``sf.Recompile`` uses)."""
+    if kind == "context":
+        return HINTS["context"]
     if isinstance(old, types.FunctionType) and old.__code__ is getattr(new, "__code__", None):
         return HINTS["new function"]
+    if type(old) is not type(new) and (precise := type_hint(old, new, path)):
+        return precise
     if isinstance(new, _SETTINGS) and isinstance(old, _SETTINGS):
         return HINTS["setting"]
     if one_line(old) == one_line(new):
@@ -226,3 +240,14 @@ def closest(earlier: Sequence[Description | None], new: Description) -> tuple[in
 
 def new_function(fun: Callable) -> Change:
     return Change("(the function)", "new function", *SAME_CODE, HINTS["new function"])
+
+
+DIRECT = "a direct call"
+TRANSFORMED = "under a transformation (jax.vmap, jax.grad, ...)"
+
+
+def transformation(into: bool) -> Change:
+    """A compile for a transformation of the function (``into``), or its first direct
+    compile after compiles for transformations only."""
+    old, new = (DIRECT, TRANSFORMED) if into else (TRANSFORMED, DIRECT)
+    return Change("(the call)", "context", old, new, HINTS["transformation"])

@@ -6,6 +6,7 @@ never change them.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import textwrap
 from collections import Counter
@@ -18,6 +19,7 @@ _TIMES = ("trace_s", "lower_s", "compile_s")
 
 WIDTH = 100  # every report line fits in this many columns
 SUMMARY_FROM = 4  # a compile with this many changes starts with a one-line summary
+GROUP_FROM = 4  # this many changes alike but for their paths read as one line
 
 
 def render(functions: Sequence[Any], notices: Sequence[str]) -> str:
@@ -86,20 +88,41 @@ def _function_lines(f: Any) -> list[str]:
             lines += wrap(f"#{c.number}{at}: traced by {c.via}, not compiled", "    ", "  ")
             continue
         first, compiled_before = not compiled_before, True
-        if first and (c.number == 1 or not c.changes):
+        if first and not c.changes:
             lines += wrap(f"#{c.number}{at}: first compile", "    ", "  ")
         elif not c.changes:
             lines += wrap(f"#{c.number}{at}: {_no_change(f)}", "    ", "  ")
         else:
             verb = "compiled" if first else "recompiled"
             lines += wrap(f"#{c.number}{at}: {verb} because{_summary(c.changes)}", "    ", "  ")
-            for i, ch in enumerate(c.changes):
+            grouped = _grouped(c.changes)
+            for i, ch in enumerate(grouped):
                 lines += _change_lines(ch)
-                if ch.hint and all(ch.hint != later.hint for later in c.changes[i + 1 :]):
+                if ch.hint and all(ch.hint != later.hint for later in grouped[i + 1 :]):
                     lines += wrap(f"fix: {ch.hint}", "        ", "      ")  # after its last
         if c.store:
             lines += wrap(f"({c.store})", "      ", "    ")
     return lines
+
+
+def _grouped(changes: Sequence[Any]) -> list[Any]:
+    """Runs of ``GROUP_FROM`` or more changes that differ only in their path, as one change
+    whose path names the first and last and counts them (``xs[0] … xs[74] (75 paths)``)."""
+    out: list[Any] = []
+    i = 0
+    while i < len(changes):
+        same = lambda ch: (ch.kind, ch.old, ch.new, ch.hint, ch.read) == (  # noqa: E731
+            changes[i].kind, changes[i].old, changes[i].new, changes[i].hint, changes[i].read)
+        j = i
+        while j < len(changes) and same(changes[j]):
+            j += 1
+        if j - i >= GROUP_FROM:
+            path = f"{changes[i].path} … {changes[j - 1].path} ({j - i} paths)"
+            out.append(dataclasses.replace(changes[i], path=path))
+        else:
+            out += changes[i:j]
+        i = j
+    return out
 
 
 def _change_lines(ch: Any) -> list[str]:
@@ -133,8 +156,8 @@ def _no_change(f: Any) -> str:
             "under jax.grad, jax.vmap, ..., or no trace hook in this JAX)"
         )
     return (
-        "recompiled, but no argument differs from an earlier compile (a global setting "
-        "such as jax_enable_x64 may have changed, or JAX's caches were cleared)"
+        "recompiled, but no argument differs from an earlier compile (JAX's caches were "
+        "cleared, or a setting staticfield does not watch changed)"
     )
 
 

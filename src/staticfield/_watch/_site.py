@@ -159,6 +159,7 @@ def _dirs_of(loaded: tuple[bool, ...]) -> tuple[str, ...]:
 
 
 _JAX_DIR = os.path.dirname(os.path.abspath(jax.__file__ or "")) + os.sep
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _EXAMPLES_DIR = os.path.join(_PACKAGE_DIR, "examples") + os.sep
 
 
@@ -189,6 +190,30 @@ def via(depth: int = 24) -> str:
             found = via  # the outermost: .lower traces by way of .trace
         frame = frame.f_back  # type: ignore[assignment]
     return found
+
+
+def in_jax(path: str) -> bool:
+    """Whether ``path`` is a file of JAX itself (its jitted helpers are eager operations)."""
+    return os.path.abspath(path).startswith(_JAX_DIR)
+
+
+def transformed(depth: int = 32) -> bool:
+    """Whether JAX runs a jitted function's program for a transformation of it (under
+    ``jax.vmap``, ``jax.grad``, ``jax.jvp``, a transpose): one of JAX's interpreters
+    (``batching``, ``ad``, ``partial_eval``) is on the stack before the user's code."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_OWN_DIR):
+        frame = frame.f_back  # type: ignore[assignment]  # the watcher's own frames
+    for _ in range(depth):
+        if frame is None:
+            return False
+        file = frame.f_code.co_filename
+        if not file.startswith(_JAX_DIR):
+            return False  # the user's code (or a wrapper's): a direct call
+        if os.sep + "interpreters" + os.sep in file:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
 def eager(depth: int = 120) -> bool:

@@ -11,10 +11,8 @@ the watcher says so once and keeps counts and times only.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import threading
-import weakref
 from typing import Any, Callable
 
 import jax
@@ -23,8 +21,11 @@ from . import _describe, _diff
 from .._core import _compat
 from .._explain._diff import Change
 from ._hooks import activate, deactivate
+from ._records import Compile as Compile
+from ._records import WatchedFunction as WatchedFunction
 from ._report import render, to_dict
-from ._site import call_site, eager, identify, is_eqx_eval_shape, squash, unwrap_library, via
+from ._site import (call_site, eager, identify, in_jax, is_eqx_eval_shape, relative, squash, transformed,
+                    unwrap_library, via)
 
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -41,61 +42,6 @@ FAILED = (
 )
 
 
-@dataclasses.dataclass
-class Compile:
-    """One trace (and usually one compile) of a function: where it was called and why.
-
-    ``via`` is ``".lower"``, ``".trace"`` or ``".eval_shape"`` for a trace made by one
-    of those (ahead of time, or to inspect), ``""`` for a call; such a trace compiles
-    nothing until its program is compiled (``compiled``).
-    """
-
-    number: int
-    call_site: str
-    changes: list[Change]
-    trace_s: float = 0.0
-    lower_s: float = 0.0
-    compile_s: float = 0.0
-    via: str = ""
-    compiled_later: bool = False
-    store: str = ""  # with a program store set: why it had no program for this compile
-
-    @property
-    def compiled(self) -> bool:
-        return not self.via or self.compiled_later
-
-
-@dataclasses.dataclass
-class WatchedFunction:
-    """A jitted function, identified by its code location, and its compiles."""
-
-    name: str
-    location: str
-    compiles: list[Compile] = dataclasses.field(default_factory=list)
-    eager: bool = False  # an op-by-op primitive (jnp.ones(3) outside jit)
-    padding: bool = False  # a pad or slice program of buckets= (staticfield's, not the user's)
-    note: str = ""  # why a recompile may show no changed argument
-    failed_traces: int = 0  # traces that raised (nothing compiled)
-    loads: int = 0  # programs loaded from the program store (no trace, no compile)
-    _descriptions: list = dataclasses.field(default_factory=list, repr=False)
-    _owners: list = dataclasses.field(default_factory=list, repr=False)  # id of the function
-    _functions: Any = dataclasses.field(default_factory=weakref.WeakSet, repr=False)
-    _placements: list = dataclasses.field(default_factory=list, repr=False)  # per compile
-
-    @property
-    def count(self) -> int:
-        """Compiles: traces by a call, and traces by ``.lower`` etc. that were compiled."""
-        return sum(c.compiled for c in self.compiles)
-
-    @property
-    def uncompiled(self) -> int:
-        """Traces by ``.lower``/``.trace``/``.eval_shape`` that compiled nothing."""
-        return len(self.compiles) - self.count
-
-    def seconds(self, field: str) -> float:
-        return sum(getattr(c, field) for c in self.compiles)
-
-
 class watch:
     """Record every compile in a block: ``with sf.watch() as w: ...``, then ``w.report()``.
 
@@ -109,6 +55,7 @@ class watch:
         self._by_key: dict[Any, WatchedFunction] = {}
         self._other: dict[str, WatchedFunction] = {}
         self._by_source: dict[str, WatchedFunction] = {}  # JAX's "f at file:line"
+        self._by_line: dict[tuple, WatchedFunction] = {}  # (file, line, name): one function
         self.notices: list[str] = []
         self.explained = True
         self._local = threading.local()
@@ -133,7 +80,8 @@ class watch:
 
     @property
     def functions(self) -> list[WatchedFunction]:
-        return [*self._by_key.values(), *self._other.values()]
+        unique = {id(f): f for f in self._by_key.values()}  # a function has one key per path
+        return [*unique.values(), *self._other.values()]
 
     def report(self) -> str:
         """The report as text: per function, compiles, seconds, and why each recompile."""
@@ -187,8 +135,8 @@ class watch:
         with self._lock:
             entry = self._by_key.get(key)
             if entry is None:
-                padding = bool(getattr(user_fun, "__staticfield_padding__", False))
-                entry = self._by_key[key] = WatchedFunction(name, location, eager=eager, padding=padding)
+                entry = self._at_line(key, name, location, eager)
+                entry.padding = bool(getattr(user_fun, "__staticfield_padding__", False))
         changes: list[Change] = []
         description: dict = {}
         # eqx.filter_eval_shape traces the user's function inside a partial of its own,
@@ -198,25 +146,34 @@ class watch:
             description = _describe.describe(
                 user_fun, args, kwargs, static_argnums, static_argnames, static_leaf,
             )
+        # The user's function object: staticfield makes one jax.jit per static variant,
+        # not the user's doing, so its functions are told apart by the user's function.
+        ident = user_fun if user_call is not None else fun
+        if not eager and not entry.padding:
             if entry.compiles:
-                # staticfield makes one function per static variant: not the user's doing
-                seen = stand_in or _seen(entry, fun) or all(o is None for o in entry._owners)
-                own = not entry.note and user_call is None and seen
-                earlier = [d if not own or o is None or o == id(fun) else None
+                seen = stand_in or _seen(entry, ident) or all(o is None for o in entry._owners)
+                own = not entry.note and seen
+                earlier = [d if not own or o is None or o == id(ident) else None
                            for d, o in zip(entry._descriptions, entry._owners)]
                 changes = _diff.closest(earlier, description)[1]
                 explain = getattr(fun, "__sf_explain__", None)  # deps="read": by what was read
                 if explain is not None:
                     changes = explain(changes)
-                if not entry.note and user_call is None and not own:
-                    changes.insert(0, _diff.new_function(fun))
+                if not entry.note and not own:
+                    changes.insert(0, _diff.new_function(ident))
+                if all(entry._transformed):  # compiled only for transformations before
+                    changes = [_diff.transformation(into=False)]
             if not stand_in:
-                _remember(entry, fun)
+                _remember(entry, ident)
         record = Compile(len(entry.compiles) + 1, call_site(), changes, via=via())
+        recompiles = getattr(fun, "__sf_recompiles__", None)
+        if recompiles is not None and not changes:
+            record.history = (recompiles, len(recompiles()))
         entry.compiles.append(record)
         entry._descriptions.append(description)
-        entry._owners.append(None if stand_in else id(fun))
-        entry._placements.append(None)
+        entry._owners.append(None if stand_in else id(ident))
+        entry._flat.append(None)
+        entry._transformed.append(False)
         if not eager:
             self._by_source[str(getattr(dbg, "func_src_info", ""))] = entry
         names = (getattr(fun, "__name__", ""), getattr(getattr(fun, "func", None), "__name__", ""),
@@ -244,25 +201,27 @@ class watch:
     def _trace_raised(self, retrace: bool = False) -> None:
         """The user's function raised while tracing: nothing compiled, so forget the trace
         (and count it as failed, unless staticfield stopped it to trace again)."""
-        entry = self._forget()
-        if entry is not None:
-            entry.failed_traces += not retrace
+        forgotten = self._forget()
+        if forgotten is not None:
+            self._local.raised = forgotten[0]  # JAX may still time the failed trace: not a compile
+            forgotten[1].failed_traces += not retrace
 
-    def _forget(self, of: WatchedFunction | None = None) -> WatchedFunction | None:
-        """Drop this thread's innermost trace in progress (of function ``of``, when given);
-        the function it was recorded for."""
+    def _forget(self, of: WatchedFunction | None = None) -> tuple | None:
+        """Drop this thread's innermost trace in progress (of function ``of``, when given):
+        its names and its function, or ``None``."""
         stack = self._open()
         found = [i for i, item in enumerate(stack) if of is None or item[2] is of]
         if not found:
             return None
-        record, _, entry = stack.pop(found[-1])
+        record, names, entry = stack.pop(found[-1])
         if not (entry.compiles and entry.compiles[-1] is record):
             return None
         entry.compiles.pop()
         entry._descriptions.pop()
         entry._owners.pop()
-        entry._placements.pop()
-        return entry
+        entry._flat.pop()
+        entry._transformed.pop()
+        return names, entry
 
     def _calling(self, args: tuple, params: dict) -> None:
         """JAX runs a traced function afresh (its C++ cache missed): note the placements."""
@@ -270,31 +229,55 @@ class watch:
             dbg = params["jaxpr"].jaxpr.debug_info
             stack = self._open()
             current = stack[-1] if stack else None
-            if current is None:
-                self._local.pending = (args, dbg)  # used only if a lowering follows
-            elif current[2]._placements and current[2]._placements[-1] is None:
-                current[2]._placements[-1] = _describe.placements(args, dbg)
+            if current is None:  # used only if a lowering follows
+                self._local.pending = (args, dbg, transformed())
+            elif current[2]._flat and current[2]._flat[-1] is None:
+                current[2]._flat[-1] = _describe.flat_args(args, dbg)
         except Exception as e:
             self._failed("its call hook", e)
 
+    def _at_line(self, key: Any, name: str, location: str, eager: bool) -> WatchedFunction:
+        """The function at ``key``'s code location (one function however it was reached:
+        called, or compiled for a transformation first), else a new one."""
+        line = (key[0], key[1], name.rpartition(".")[2]) if len(key) == 3 else None
+        entry = self._by_line.get(line) if line else None
+        if entry is None:
+            entry = WatchedFunction(name, location, eager=eager)
+            if line:
+                self._by_line[line] = entry
+        self._by_key[key] = entry
+        return entry
+
     def _relowered(self) -> tuple | None:
-        """A compile with no new trace (same types, another sharding): explain by placements."""
+        """A compile with no new trace: another sharding, or a program for a transformation
+        (``jax.vmap(f)``, ``jax.grad``): explained against the closest earlier compile of
+        the same kind (direct or transformed), by its flat arguments."""
         pending, self._local.pending = getattr(self._local, "pending", None), None
         if pending is None:
             return None
-        args, dbg = pending
+        args, dbg, is_transformed = pending
         entry = self._by_source.get(str(dbg.func_src_info))
         if entry is None:
-            return None
-        placements = _describe.placements(args, dbg)
-        window = entry._placements[-_diff.CLOSEST_WINDOW :]
-        earlier = [p for p in window if p is not None]
-        changes = min(
-            (_diff.placement_changes(p, placements) for p in earlier), key=len, default=[]
-        )
+            src = _describe.source_line(dbg)
+            if src is None or in_jax(src[1]):  # jnp's own helpers: counted as eager operations
+                return None
+            name, file, line = src
+            with self._lock:
+                entry = self._at_line((file, line, name), name, f"{relative(file)}:{line}", False)
+            self._by_source[str(dbg.func_src_info)] = entry
+        flat = _describe.flat_args(args, dbg)
+        earlier = [f if t == is_transformed and f is not None
+                   and (not t or f.keys() == flat.keys()) else None  # the same transformation
+                   for f, t in zip(entry._flat, entry._transformed)]
+        found, changes = _diff.closest(earlier, flat)
+        if entry.compiles and found < 0:  # the first of its kind
+            changes = [_diff.transformation(into=is_transformed)]
         record = Compile(len(entry.compiles) + 1, call_site(), changes)
         entry.compiles.append(record)
-        entry._placements.append(placements)
+        entry._descriptions.append(None)
+        entry._owners.append(None)
+        entry._flat.append(flat)
+        entry._transformed.append(is_transformed)
         return (record, tuple({squash(dbg.func_name)} - {""}), entry)
 
     def _duration(self, event: str, seconds: float, fun_name: str) -> None:
@@ -304,12 +287,17 @@ class watch:
                 return
             stack = self._open()
             current = next((item for item in reversed(stack) if _names_match(item[1], fun_name)), None)
+            raised, self._local.raised = getattr(self._local, "raised", None), None
+            if current is None and event == TRACE_EVENT and raised and _names_match(raised, fun_name):
+                return  # the duration of a trace that raised (counted in failed_traces)
             if current is None and event == LOWER_EVENT:
                 current = self._relowered()
                 if current is not None:
                     self._push(current)
             if current is not None:
                 record = current[0]
+                if event == TRACE_EVENT:  # the trace is over: staticfield said why, if it did
+                    record.take_history()
                 if event == COMPILE_EVENT:  # compiled: no more events for this trace
                     record.compiled_later = True
                     stack.remove(current)

@@ -1,0 +1,80 @@
+"""What a watch records: a ``WatchedFunction`` per jitted function (by code location)
+and a ``Compile`` per trace, with the per-compile facts its explanations compare.
+
+``_watcher`` writes these; ``_report`` renders them; nothing else changes them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import weakref
+from typing import Any
+
+from .._explain._diff import Change
+
+
+@dataclasses.dataclass
+class Compile:
+    """One trace (and usually one compile) of a function: where it was called and why.
+
+    ``via`` is ``".lower"``, ``".trace"`` or ``".eval_shape"`` for a trace made by one
+    of those (ahead of time, or to inspect), ``""`` for a call; such a trace compiles
+    nothing until its program is compiled (``compiled``).
+    """
+
+    number: int
+    call_site: str
+    changes: list[Change]
+    trace_s: float = 0.0
+    lower_s: float = 0.0
+    compile_s: float = 0.0
+    via: str = ""
+    compiled_later: bool = False
+    store: str = ""  # with a program store set: why it had no program for this compile
+    # sf functions: (their recompiles(), how many there were when this trace began), so a
+    # compile this watcher saw first but staticfield counted as a recompile says why
+    history: Any = dataclasses.field(default=None, repr=False, compare=False)
+
+    def take_history(self) -> None:
+        """No change of its own to name: take the one staticfield's counters recorded."""
+        history, self.history = self.history, None
+        if history is not None and not self.changes:
+            events = history[0]()[history[1]:]
+            if events:
+                self.changes = list(events[0].changes)
+
+    @property
+    def compiled(self) -> bool:
+        return not self.via or self.compiled_later
+
+
+@dataclasses.dataclass
+class WatchedFunction:
+    """A jitted function, identified by its code location, and its compiles."""
+
+    name: str
+    location: str
+    compiles: list[Compile] = dataclasses.field(default_factory=list)
+    eager: bool = False  # an op-by-op primitive (jnp.ones(3) outside jit)
+    padding: bool = False  # a pad or slice program of buckets= (staticfield's, not the user's)
+    note: str = ""  # why a recompile may show no changed argument
+    failed_traces: int = 0  # traces that raised (nothing compiled)
+    loads: int = 0  # programs loaded from the program store (no trace, no compile)
+    _descriptions: list = dataclasses.field(default_factory=list, repr=False)
+    _owners: list = dataclasses.field(default_factory=list, repr=False)  # id of the function
+    _functions: Any = dataclasses.field(default_factory=weakref.WeakSet, repr=False)
+    _flat: list = dataclasses.field(default_factory=list, repr=False)  # per compile: flat_args
+    _transformed: list = dataclasses.field(default_factory=list, repr=False)  # per compile
+
+    @property
+    def count(self) -> int:
+        """Compiles: traces by a call, and traces by ``.lower`` etc. that were compiled."""
+        return sum(c.compiled for c in self.compiles)
+
+    @property
+    def uncompiled(self) -> int:
+        """Traces by ``.lower``/``.trace``/``.eval_shape`` that compiled nothing."""
+        return len(self.compiles) - self.count
+
+    def seconds(self, field: str) -> float:
+        return sum(getattr(c, field) for c in self.compiles)
