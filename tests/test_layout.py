@@ -21,8 +21,9 @@ ALLOWED = {
     "_explain": {"_core"},
     "_deps": {"_core", "_explain"},
     "_store": {"_core", "_explain"},
-    "_jit": {"_core", "_explain", "_deps", "_store"},
     "_watch": {"_core", "_explain", "_store"},
+    "_stance": {"_core", "_explain", "_watch"},
+    "_jit": {"_core", "_explain", "_deps", "_store", "_stance"},
 }
 
 

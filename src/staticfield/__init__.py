@@ -24,6 +24,7 @@ from ._explain._diff import Change as Change
 from ._explain._diff import Recompile as Recompile
 from ._jit._api import jit as jit
 from ._jit._api import jit_method as jit_method
+from ._stance import no_compiles as no_compiles
 from ._store import set_program_store as set_program_store
 from ._tree._serialization import from_state_dict as from_state_dict
 from ._tree._serialization import to_state_dict as to_state_dict
@@ -57,6 +58,7 @@ __all__ = [
     "is_static",
     "jit",
     "jit_method",
+    "no_compiles",
     "replace",
     "set_program_store",
     "shard",

@@ -53,6 +53,8 @@ FEATURES = {
     "tracebacks": "staticfield's own frames stay in the tracebacks of errors raised through it",
     "cache_size": "cache_size() cannot count compiled programs (compile_count still counts compiles)",
     "store": "the program store stays off",
+    "no_compiles": ("sf.no_compiles() cannot refuse the compiles of functions other than "
+                    "staticfield's (sf.jit and jit_method are still refused)"),
     "fast_check": "",  # a faster construction check only: without it, isinstance does the work
 }
 
@@ -78,6 +80,10 @@ PRIVATE: tuple[Private, ...] = (
     Private("trace_context", "jax._src.config", "trace_context", None, "store"),
     Private("trace_context_names", "jax._src.config", "trace_context_names", None, "store"),
     Private("initialize_lapack", "jax._src.lax.linalg", "initialize_lapack", (), "store"),
+    # sf.no_compiles(): every XLA compile of any JAX function passes through it, after
+    # the trace and lowering, before XLA runs (the stance refuses there).
+    Private("compile_or_get_cached", "jax._src.compiler", "compile_or_get_cached",
+            ("backend", "computation", "devices", "compile_options"), "no_compiles"),
 )
 
 

@@ -14,8 +14,9 @@ dynamic children → on a miss, ``_engine`` makes the variant and JAX traces
 ``_variant``'s wrapper, which rebuilds ``obj``, describes the trace (``_explain``)
 and counts it (``_tracker``).
 
-Imports: ``_core``, ``_explain``, ``_deps`` and ``_store`` (a variant's ``jax.jit`` is a
-``_store.StoredJit`` while a program store is set); nothing imports it but the package root.
+Imports: ``_core``, ``_explain``, ``_deps``, ``_store`` (a variant's ``jax.jit`` is a
+``_store.StoredJit`` while a program store is set) and ``_stance`` (the tracker refuses a
+compile inside ``sf.no_compiles()``); nothing imports it but the package root.
 """
 
 from ._api import _SharedCache as _SharedCache  # pickles made by 0.1 name these
