@@ -24,6 +24,7 @@ ALLOWED = {
     "_watch": {"_core", "_explain", "_store"},
     "_stance": {"_core", "_explain", "_watch"},
     "_jit": {"_core", "_explain", "_deps", "_store", "_stance"},
+    "_warmup": {"_core", "_store", "_jit"},
 }
 
 

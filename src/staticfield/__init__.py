@@ -32,6 +32,7 @@ from ._tree._sharding import shard as shard
 from ._tree._sharding import shardings as shardings
 from ._tree._stack import stack as stack
 from ._tree._stack import unstack as unstack
+from ._warmup import warmup as warmup
 from ._watch._watcher import watch as watch
 
 from ._moved import install as _install_moved
@@ -68,5 +69,6 @@ __all__ = [
     "static_fields",
     "to_state_dict",
     "unstack",
+    "warmup",
     "watch",
 ]
