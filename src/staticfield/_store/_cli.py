@@ -71,7 +71,8 @@ def listing(directory: str) -> str:
         lines += _fit(f"devices: {', '.join(map(str, devices)) or '?'} (process {env.get('process_index', '?')} "
                       f"of {env.get('process_count', '?')})")
     records = len(_records.read(directory))
-    lines.append(f"{len(found)} program(s), {_size(total)} in {directory}; {records} record(s) for sf.warmup")
+    lines += _fit(f"{len(found)} program(s), {_size(total)} in {directory}", "")
+    lines.append(f"{records} record(s) for sf.warmup")
     return "\n".join(lines)
 
 
