@@ -23,7 +23,8 @@ ALLOWED = {
     "_store": {"_core", "_explain"},
     "_watch": {"_core", "_explain", "_store"},
     "_stance": {"_core", "_explain", "_watch"},
-    "_jit": {"_core", "_explain", "_deps", "_store", "_stance"},
+    "_agree": {"_core"},
+    "_jit": {"_core", "_explain", "_deps", "_store", "_stance", "_agree"},
     "_warmup": {"_core", "_store", "_jit"},
 }
 

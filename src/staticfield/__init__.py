@@ -7,6 +7,7 @@ compile only when something really changed, and explain every recompile.
 
 from ._core._decorator import dataclass as dataclass
 from ._core._errors import DepsCheckError as DepsCheckError
+from ._core._errors import HostMismatchError as HostMismatchError
 from ._core._errors import RecompileError as RecompileError
 from ._core._errors import StaticFieldWarning as StaticFieldWarning
 from ._core._errors import StoreCheckError as StoreCheckError
@@ -45,6 +46,7 @@ __all__ = [
     "Change",
     "DepsCheckError",
     "FrozenDict",
+    "HostMismatchError",
     "Recompile",
     "RecompileError",
     "Static",

@@ -55,6 +55,8 @@ FEATURES = {
     "store": "the program store stays off",
     "no_compiles": ("sf.no_compiles() cannot refuse the compiles of functions other than "
                     "staticfield's (sf.jit and jit_method are still refused)"),
+    "host_check": ("the processes of a multi-process job do not check that they compile the "
+                   "same programs (a mismatch hangs in the first collective)"),
     "fast_check": "",  # a faster construction check only: without it, isinstance does the work
 }
 
@@ -84,6 +86,8 @@ PRIVATE: tuple[Private, ...] = (
     # the trace and lowering, before XLA runs (the stance refuses there).
     Private("compile_or_get_cached", "jax._src.compiler", "compile_or_get_cached",
             ("backend", "computation", "devices", "compile_options"), "no_compiles"),
+    # Agreement between processes: jax.distributed's client, for its key-value store.
+    Private("distributed_state", "jax._src.distributed", "global_state", None, "host_check"),
 )
 
 

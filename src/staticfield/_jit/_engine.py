@@ -18,6 +18,8 @@ import threading
 import weakref
 from typing import Any, Callable
 
+from .._agree import agree as agree_across_processes
+from .._agree import enabled as several_processes
 from .._explain import _describe
 from ._args import check_jit_kwargs, qualname, resolve_donation, resolve_static
 from .._deps._share import Deps, check_deps
@@ -270,6 +272,8 @@ class JitFunction(Programs):
             raise
         try:
             out = self.fn(*args, **kwargs) if deps is None else deps.run(self.fn, base, args, kwargs)
+            if several_processes():  # a multi-process job: every process makes this program
+                agree_across_processes(tracker.function, description)
         except BaseException as exc:
             tracker.abort(ticket)
             add_hint(exc, self.names, args, kwargs)
