@@ -211,3 +211,25 @@ def test_warmup_in_process_prepares_a_cleared_function(tmp_path):
         assert traces == 2  # the first call, and warm-up's checking trace (trust="trace")
     finally:
         sf.set_program_store(None)
+
+
+def test_warmup_compiles_are_located_at_the_warmup_call(tmp_path):
+    """A compile made by warm-up's worker thread counts as a compile, located at the line
+    that called sf.warmup() (not in the thread pool's code)."""
+    def twice(x, k):
+        return x * k
+
+    sf.set_program_store(str(tmp_path / "s"))
+    try:
+        f = sf.jit(twice, static_argnames="k")
+        f(jnp.ones(3), k=2)
+        f(jnp.ones(3), k=3)
+        for name in os.listdir(tmp_path / "s"):  # the programs go, the records stay
+            if name.endswith((".sfprog", ".sfsrc")):
+                os.unlink(tmp_path / "s" / name)
+        f.clear_cache()
+        summary = sf.warmup(workers=1); line = sys._getframe().f_lineno  # noqa: E702
+        assert summary.compiled == 2 and f.compile_count == 4
+        assert all(r.location.endswith(f"test_warmup.py:{line}") for r in f.recompiles[-2:]), f.recompiles
+    finally:
+        sf.set_program_store(None)

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from .. import _store
+from .._core._traceback import call_site, located
 from .._jit._args import qualname
 from .._jit._engine import ENGINES, JitFunction
 from .._jit._programs import aot
@@ -104,7 +105,8 @@ def warmup(workers: int | None = None, progress: bool = True) -> Summary:
         pending[name] += 1
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1,
                                                thread_name_prefix="sf.warmup") as pool:
-        futures = [pool.submit(_prepare, engine, record) for engine, record, _ in tasks]
+        site = call_site()  # warm-up's compiles are located at the sf.warmup() call
+        futures = [pool.submit(_prepare, engine, record, site) for engine, record, _ in tasks]
         for (_, _, name), future in zip(tasks, futures):
             counts, problem, thread = future.result()
             with lock:
@@ -129,9 +131,14 @@ def _skip(summary: Summary, name: str, problem: str) -> None:
     summary.problems.append(problem)
 
 
-def _prepare(engine: JitFunction, record: _records.Record) -> tuple[Counts, str, int]:
+def _prepare(engine: JitFunction, record: _records.Record, site: str) -> tuple[Counts, str, int]:
     """Load or compile one recorded program, in a worker thread: its counts, why it was
     skipped (``""``: it was not), and the thread."""
+    with located(site):
+        return _prepare_here(engine, record)
+
+
+def _prepare_here(engine: JitFunction, record: _records.Record) -> tuple[Counts, str, int]:
     counts = _program.counts()
     before = dict(counts)
     start = time.perf_counter()
