@@ -8,7 +8,7 @@ import os
 import shutil
 from typing import Any
 
-from . import deps, dispatch, fields, misses, nested, restart, stacking, variants, watch
+from . import deps, dispatch, fields, misses, nested, restart, stacking, variants, warmup, watch
 from ._harness import Results, Row, fmt_us
 from ._plots import plots
 from ._targets import Target
@@ -160,6 +160,14 @@ def body(results: Results, targets: list[Target], machine: dict[str, Any],
                 "from the first call to the last result (imports and inputs before the clock), the "
                 "median of 5 processes each.", ""]
         out += _table(results.select(restart.RESTART), restart.COLD)
+    if results.select(warmup.WARMUP):
+        out += ["", f"{h} 11. time to ready with `sf.warmup()`", "",
+                "A new process makes 8 programs of a 64-layer model ready (4 static activations × 2 "
+                "batch sizes) and runs each once: without a store, after `sf.warmup()` from a warm "
+                "store, and after `sf.warmup()` from a store whose programs were cleared and records "
+                "kept, on 1 or 2 worker threads. µs from the start of warm-up to the last result, "
+                "the median of 3 processes each.", ""]
+        out += _table(results.select(warmup.WARMUP), warmup.COLD)
     notes = [f"- {n}" for n in results.notes]
     compile_s = results.extra.get("variants_compile_s")
     if compile_s:

@@ -7,7 +7,7 @@ import dataclasses
 import json
 import time
 
-from . import deps, dispatch, fields, misses, nested, restart, stacking, variants, watch
+from . import deps, dispatch, fields, misses, nested, restart, stacking, variants, warmup, watch
 from ._harness import Config, Results, Row, load_average, machine
 from ._report import update_docs, write
 from ._targets import Target, evaluate
@@ -22,6 +22,7 @@ RUNNERS = {
     "misses": misses.run,
     "deps": deps.run,
     "restart": restart.run,
+    "warmup": warmup.run,
 }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import deps, dispatch, fields, misses, nested, restart, variants, watch
+from . import deps, dispatch, fields, misses, nested, restart, variants, warmup, watch
 from ._harness import Results
 
 
@@ -132,4 +132,8 @@ def evaluate(results: Results) -> list[Target]:
             ours = g(restart.RESTART, model, name)
             out.append(Target(f"fresh process, first results ({model}): {name} / JAX persistent cache", goal,
                               True, _ratio(ours, warm), _why((name, ours), (restart.PCACHE, warm))))
+    for param in sorted({row.param for row in results.select(warmup.WARMUP)}) or ["64 layers, 8 programs"]:
+        one, two = g(warmup.WARMUP, param, warmup.ONE), g(warmup.WARMUP, param, warmup.TWO)
+        out.append(Target(f"sf.warmup with the records only ({param}): workers=2 / workers=1", 0.7, True,
+                          _ratio(two, one), _why((warmup.TWO, two), (warmup.ONE, one))))
     return out
