@@ -69,13 +69,9 @@ def _explain(args: tuple, kwargs: dict) -> str:
     if found is not None:
         name, location, changes, eager = found
         watcher.forget_trace()  # refused: nothing compiled
-        return _message.refused(_eager(name) if eager else name, location, changes)
+        return _message.refused(name, location, changes, eager=eager)
     name = re.sub(r"^(p?jit_)+", "", module) or "a JAX program"
-    return _message.refused(_eager(name) if _site.eager() else name, _site.call_site(), None)
-
-
-def _eager(name: str) -> str:
-    return f"the eager operation {name} (run outside jit)"
+    return _message.refused(name, _site.call_site(), None, eager=_site.eager())
 
 
 def _module_name(computation: Any) -> str:

@@ -12,10 +12,15 @@ REFUSED = (
 )
 
 
-def refused(function: str, location: str, changes: Sequence[Any] | None, store: str = "") -> str:
+def refused(function: str, location: str, changes: Sequence[Any] | None, store: str = "",
+            eager: bool = False) -> str:
     """``RecompileError``'s text for a compile refused by the stance: ``changes`` against
-    the closest earlier compile (``None``: the function's first compile here)."""
-    if changes:
+    the closest earlier compile (``None``: the function's first compile here); ``eager``:
+    an operation run outside jit, compiled once per operand shape and dtype."""
+    if eager:
+        function = f"the eager operation {function} (run outside jit)"
+        why, lines = "no program of it for these operand shapes and dtypes yet", ""
+    elif changes:
         why, lines = "what changed since its closest earlier compile is below", "".join(
             f"\n  {c}" for c in changes)
     elif changes is None:
