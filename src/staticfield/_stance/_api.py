@@ -34,12 +34,13 @@ class no_compiles:
         return self(fn)
 
     def __enter__(self) -> "no_compiles":
-        _hook.install()
+        _hook.acquire()
         _state.enter()
         return self
 
     def __exit__(self, *exc: object) -> None:
         _state.leave()
+        _hook.release()
 
     def __call__(self, fn: F) -> F:
         @functools.wraps(fn)

@@ -2,10 +2,11 @@
 
 Every XLA compile of any JAX function goes through it (a ``jax.jit`` miss, a
 ``.compile()``, an eager operation's program), after the trace and the lowering and
-before XLA runs. Installed once, at the first ``no_compiles`` block, and left in place:
-outside a block it only reads a thread-local counter. Its watcher (a private
-``sf.watch`` that stays on from then) hears each trace, so a refusal names the user's
-function, its call site, and what changed against the closest compile it saw.
+before XLA runs. It is wrapped while at least one ``no_compiles`` block is open in any
+thread (a thread outside a block passes through after reading a thread-local counter),
+and put back when the last one closes. Its watcher (a private ``sf.watch``, running
+as long) hears each trace, so a refusal names the user's function and its call site,
+and what changed against the closest compile it saw while a block was open.
 """
 
 from __future__ import annotations
@@ -13,37 +14,36 @@ from __future__ import annotations
 import functools
 import re
 import threading
+import warnings
 from typing import Any
 
 from .._core import _compat
-from .._core._errors import RecompileError
+from .._core._errors import RecompileError, StaticFieldWarning
 from .._watch import _site
 from .._watch._watcher import watch
 from . import _message, _state
 
 _installed: dict[str, Any] = {}
 _lock = threading.Lock()
+_blocks = [0]  # no_compiles blocks open now, in all threads
 
 
-def install() -> None:
-    """Wrap JAX's compile entry point (once); where this JAX lacks it, ``sf`` functions are
-    still refused by their own trackers, and the first block says so once."""
-    if _installed:
-        return
+def acquire() -> None:
+    """A block opens: the first one wraps JAX's compile entry point and starts the watcher
+    (where this JAX lacks the entry point, ``sf`` functions are still refused by their own
+    trackers, and one warning says so)."""
     with _lock:
-        if _installed:
+        _blocks[0] += 1
+        if _blocks[0] > 1:
             return
-        original = _compat.get("compile_or_get_cached")
         watcher = watch()
         watcher.start()
         _installed["watcher"] = watcher
+        original = _compat.get("compile_or_get_cached")
         if original is None:
-            import warnings
-
-            from .._core._errors import StaticFieldWarning
-
-            warnings.warn(_compat.unavailable("no_compiles"), StaticFieldWarning, stacklevel=4)
-            _installed["original"] = None
+            if "warned" not in _installed:
+                _installed["warned"] = True
+                warnings.warn(_compat.unavailable("no_compiles"), StaticFieldWarning, stacklevel=4)
             return
         module = _compat.module_of("compile_or_get_cached")
 
@@ -53,17 +53,32 @@ def install() -> None:
                 raise RecompileError(_explain(args, kwargs))
             return original(*args, **kwargs)
 
-        _installed["original"] = original
+        _installed["original"] = (module, original)
         module.compile_or_get_cached = compile_or_get_cached
+
+
+def release() -> None:
+    """A block closes: the last one puts JAX's entry point back and stops the watcher, so
+    nothing of the stance runs while no block is open."""
+    with _lock:
+        _blocks[0] -= 1
+        if _blocks[0] > 0:
+            return
+        if "original" in _installed:
+            module, original = _installed.pop("original")
+            module.compile_or_get_cached = original
+        watcher = _installed.pop("watcher", None)
+        if watcher is not None:
+            watcher.stop()
 
 
 def _explain(args: tuple, kwargs: dict) -> str:
     """The refusal's text, from the watcher's trace in progress in this thread (when it is
     the program being compiled), else from the lowered module's name."""
     module = _module_name(args[1] if len(args) > 1 else kwargs.get("computation"))
-    watcher: watch = _installed["watcher"]
+    watcher: watch | None = _installed.get("watcher")
     try:
-        found = watcher.trace_in_progress(module)
+        found = watcher.trace_in_progress(module) if watcher is not None else None
     except Exception:  # an explanation must never hide the refusal
         found = None
     if found is not None:
