@@ -81,7 +81,7 @@ def _explain(args: tuple, kwargs: dict) -> str:
         found = watcher.trace_in_progress(module) if watcher is not None else None
     except Exception:  # an explanation must never hide the refusal
         found = None
-    if found is not None:
+    if found is not None and watcher is not None:
         name, location, changes, eager = found
         watcher.forget_trace()  # refused: nothing compiled
         return _message.refused(name, location, changes, eager=eager)

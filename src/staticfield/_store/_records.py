@@ -61,7 +61,7 @@ def _leaf(sig: Any) -> list | None:
         if committed:
             if not isinstance(sharding, jax.sharding.SingleDeviceSharding):
                 return None
-            device = next(iter(sharding.device_set)).id
+            device = int(next(iter(sharding.device_set)).id)  # type: ignore[attr-defined]
         return ["array", list(shape), str(np.dtype(dtype)), bool(weak), device]
     if sig[0] == "numpy":
         return ["numpy", list(sig[1]), str(sig[2])]
@@ -140,7 +140,7 @@ def read(directory: str) -> list[Record]:
     for name in names:
         try:
             with _entries.open_entry(os.path.join(directory, name)) as f:
-                record = _entries.read_header(f).get("record")
+                record: dict[str, Any] = _entries.read_header(f)["record"]
             found.append(Record(record["module"], record["qualname"], record["options"], record))
         except (OSError, _entries.BadEntry, KeyError, TypeError):
             continue

@@ -87,7 +87,7 @@ def warmup(workers: int | None = None, progress: bool = True) -> Summary:
     start = time.perf_counter()
     summary = Summary()
     engines = _engines()
-    tasks = []
+    tasks: list[tuple[JitFunction, _records.Record, str]] = []
     for record in _records.read(store[0]):
         if not record.here:
             continue
@@ -110,7 +110,8 @@ def warmup(workers: int | None = None, progress: bool = True) -> Summary:
         for (_, _, name), future in zip(tasks, futures):
             counts, problem, thread = future.result()
             with lock:
-                threads.add(thread) if counts.traced + counts.loaded + counts.compiled else None
+                if counts.traced + counts.loaded + counts.compiled:
+                    threads.add(thread)
                 summary.functions.setdefault(name, Counts()).add(counts)
                 summary.add(counts)
                 if problem:
