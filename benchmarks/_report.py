@@ -8,7 +8,7 @@ import os
 import shutil
 from typing import Any
 
-from . import buckets, deps, dispatch, fields, misses, nested, restart, stacking, variants, watch
+from . import buckets, deps, dispatch, fields, misses, nested, restart, stacking, variants, warmup, watch
 from ._harness import Results, Row, fmt_us
 from ._plots import plots
 from ._targets import Target
@@ -174,6 +174,14 @@ def body(results: Results, targets: list[Target], machine: dict[str, Any],
                 "A bucketed call with 37 rows (bucket 64) against a plain jitted call of the bucket's "
                 "shape, and the pad and slice programs alone; µs per call.", ""]
         out += _table(results.select(buckets.HIT), buckets.RAW_HIT)
+    if results.select(warmup.WARMUP):
+        out += ["", f"{h} 12. time to ready with `sf.warmup()`", "",
+                "A new process makes 8 programs of a 64-layer model ready (4 static activations × 2 "
+                "batch sizes) and runs each once: without a store, after `sf.warmup()` from a warm "
+                "store, and after `sf.warmup()` from a store whose programs were cleared and records "
+                "kept, on 1 or 2 worker threads. µs from the start of warm-up to the last result, "
+                "the median of 3 processes each.", ""]
+        out += _table(results.select(warmup.WARMUP), warmup.COLD)
     notes = [f"- {n}" for n in results.notes]
     compile_s = results.extra.get("variants_compile_s")
     if compile_s:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import buckets, deps, dispatch, fields, misses, nested, restart, variants, watch
+from . import buckets, deps, dispatch, fields, misses, nested, restart, variants, warmup, watch
 from ._harness import Results
 
 
@@ -142,4 +142,8 @@ def evaluate(results: Results) -> list[Target]:
     plus = None if None in (raw_hit, pad, cut) else raw_hit + pad + cut  # type: ignore[operator]
     out.append(Target("buckets: device-batch hit / (jax.jit hit of the bucket + one pad + one slice)", 1.0, True,
                       _ratio(hit, plus), _why((buckets.OURS_DEV, hit), (buckets.RAW_HIT, raw_hit))))
+    for param in sorted({row.param for row in results.select(warmup.WARMUP)}) or ["64 layers, 8 programs"]:
+        one, two = g(warmup.WARMUP, param, warmup.ONE), g(warmup.WARMUP, param, warmup.TWO)
+        out.append(Target(f"sf.warmup with the records only ({param}): workers=2 / workers=1", 0.7, True,
+                          _ratio(two, one), _why((warmup.TWO, two), (warmup.ONE, one))))
     return out

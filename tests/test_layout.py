@@ -22,8 +22,11 @@ ALLOWED = {
     "_deps": {"_core", "_explain"},
     "_store": {"_core", "_explain"},
     "_buckets": {"_core", "_explain"},
-    "_jit": {"_core", "_explain", "_deps", "_store", "_buckets"},
     "_watch": {"_core", "_explain", "_store"},
+    "_stance": {"_core", "_explain", "_watch"},
+    "_agree": {"_core"},
+    "_jit": {"_core", "_explain", "_deps", "_store", "_buckets", "_stance", "_agree"},
+    "_warmup": {"_core", "_store", "_jit"},
 }
 
 

@@ -11,6 +11,7 @@ from ._buckets import BucketCheckError as BucketCheckError
 from ._buckets import BucketError as BucketError
 from ._core._decorator import dataclass as dataclass
 from ._core._errors import DepsCheckError as DepsCheckError
+from ._core._errors import HostMismatchError as HostMismatchError
 from ._core._errors import RecompileError as RecompileError
 from ._core._errors import StaticFieldWarning as StaticFieldWarning
 from ._core._errors import StoreCheckError as StoreCheckError
@@ -29,6 +30,7 @@ from ._explain._diff import Change as Change
 from ._explain._diff import Recompile as Recompile
 from ._jit._api import jit as jit
 from ._jit._api import jit_method as jit_method
+from ._stance import no_compiles as no_compiles
 from ._store import set_program_store as set_program_store
 from ._tree._serialization import from_state_dict as from_state_dict
 from ._tree._serialization import to_state_dict as to_state_dict
@@ -36,6 +38,7 @@ from ._tree._sharding import shard as shard
 from ._tree._sharding import shardings as shardings
 from ._tree._stack import stack as stack
 from ._tree._stack import unstack as unstack
+from ._warmup import warmup as warmup
 from ._watch._watcher import watch as watch
 
 from ._moved import install as _install_moved
@@ -52,6 +55,7 @@ __all__ = [
     "Change",
     "DepsCheckError",
     "FrozenDict",
+    "HostMismatchError",
     "Recompile",
     "RecompileError",
     "Static",
@@ -67,6 +71,7 @@ __all__ = [
     "is_static",
     "jit",
     "jit_method",
+    "no_compiles",
     "replace",
     "set_program_store",
     "shard",
@@ -76,5 +81,6 @@ __all__ = [
     "static_fields",
     "to_state_dict",
     "unstack",
+    "warmup",
     "watch",
 ]

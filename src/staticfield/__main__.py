@@ -69,10 +69,14 @@ def _parser() -> argparse.ArgumentParser:
         "store",
         help="list the programs a program store holds (sf.set_program_store), or empty it",
         description="List what a program store holds: per program its function, static "
-        "values, argument avals, size and age. --clear removes every program.",
+        "values, argument avals, size and age. --clear removes every program and record; "
+        "--clear-programs removes the programs and keeps the records (sf.warmup makes them again).",
     )
     store.add_argument("path", metavar="PATH", help="the store's directory")
-    store.add_argument("--clear", action="store_true", help="remove every program in the store")
+    clearing = store.add_mutually_exclusive_group()
+    clearing.add_argument("--clear", action="store_true", help="remove every program and record in the store")
+    clearing.add_argument("--clear-programs", action="store_true",
+                          help="remove the programs, keep the records (for a new machine or a JAX upgrade)")
     demo.add_argument(
         "names",
         nargs="*",
@@ -132,7 +136,7 @@ def _store_command(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     problem = check(path)
     if problem:
         parser.exit(1, f"{parser.prog} store: {problem}\n")
-    print(command(path, args.clear))
+    print(command(path, args.clear, args.clear_programs))
 
 
 # One entry per subcommand: (parser, parsed arguments) -> None.

@@ -53,6 +53,10 @@ FEATURES = {
     "tracebacks": "staticfield's own frames stay in the tracebacks of errors raised through it",
     "cache_size": "cache_size() cannot count compiled programs (compile_count still counts compiles)",
     "store": "the program store stays off",
+    "no_compiles": ("sf.no_compiles() cannot refuse the compiles of functions other than "
+                    "staticfield's (sf.jit and jit_method are still refused)"),
+    "host_check": ("the processes of a multi-process job do not check that they compile the "
+                   "same programs (a mismatch hangs in the first collective)"),
     "fast_check": "",  # a faster construction check only: without it, isinstance does the work
     "bucket_lines": "sf.BucketError cannot name the source line of the operation that mixes rows",
 }
@@ -80,6 +84,12 @@ PRIVATE: tuple[Private, ...] = (
     Private("trace_context_names", "jax._src.config", "trace_context_names", None, "store"),
     Private("initialize_lapack", "jax._src.lax.linalg", "initialize_lapack", (), "store"),
     Private("source_summary", "jax._src.source_info_util", "summarize", ("source_info",), "bucket_lines"),
+    # sf.no_compiles(): every XLA compile of any JAX function passes through it, after
+    # the trace and lowering, before XLA runs (the stance refuses there).
+    Private("compile_or_get_cached", "jax._src.compiler", "compile_or_get_cached",
+            ("backend", "computation", "devices", "compile_options"), "no_compiles"),
+    # Agreement between processes: jax.distributed's client, for its key-value store.
+    Private("distributed_state", "jax._src.distributed", "global_state", None, "host_check"),
 )
 
 

@@ -13,6 +13,12 @@ class RecompileError(RuntimeError):
     """A jitted function was about to trace more times than its ``max_compiles`` budget allows."""
 
 
+class HostMismatchError(RuntimeError):
+    """In a multi-process job, another process did not make the program this process is
+    about to run (another static value or argument shape), so the job would hang in the
+    program's first collective."""
+
+
 class Retrace(BaseException):
     """Internal: staticfield stops a trace on purpose and makes it again (``deps="read"``:
     a shared program's retrace read a static its keys disagree on). Never reaches the user;

@@ -14,10 +14,13 @@ adds no frame): that costs nothing on a call that does not raise. ``hide`` obeys
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
 import types
 import warnings
+from typing import Iterator
 
 from . import _compat
 from ._errors import StaticFieldWarning
@@ -53,9 +56,27 @@ def hide(exc: BaseException) -> None:
         return
 
 
+_located = threading.local()  # .site: the user's call that a worker thread works for
+
+
+@contextlib.contextmanager
+def located(site: str) -> Iterator[None]:
+    """In this thread, the user's call site is ``site`` (a worker thread of ``sf.warmup``
+    has no user frame: its compiles are located at the ``sf.warmup()`` call)."""
+    outer = getattr(_located, "site", None)
+    _located.site = site
+    try:
+        yield
+    finally:
+        _located.site = outer
+
+
 def call_site() -> str:
     """The user's innermost frame (outside staticfield and JAX), as ``path:line``; ``""``
     when there is none. Recompile locations and ``deps="read"`` read sites use it."""
+    site = getattr(_located, "site", None)
+    if site is not None:
+        return site  # type: ignore[no-any-return]
     frame: types.FrameType | None = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename

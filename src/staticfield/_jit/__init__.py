@@ -17,9 +17,11 @@ dynamic children → on a miss, ``_engine`` makes the variant and JAX traces
 and counts it (``_tracker``).
 
 Imports: ``_core``, ``_explain``, ``_deps``, ``_store`` (a variant's ``jax.jit`` is a
-``_store.StoredJit`` while a program store is set) and ``_buckets`` (with ``buckets=``, JAX
-traces the bucket body and calls go through the bucket front); nothing imports it but the
-package root.
+``_store.StoredJit`` while a program store is set), ``_buckets`` (with ``buckets=``, JAX
+traces the bucket body and calls go through the bucket front), ``_stance`` (the tracker
+refuses a compile inside ``sf.no_compiles()``) and ``_agree`` (a new trace in a
+multi-process job waits for the other processes' same program); nothing imports it but
+the package root.
 """
 
 from ._api import _SharedCache as _SharedCache  # pickles made by 0.1 name these

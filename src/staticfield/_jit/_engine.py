@@ -15,8 +15,11 @@ import inspect
 import logging
 import sys
 import threading
+import weakref
 from typing import Any, Callable
 
+from .._agree import agree as agree_across_processes
+from .._agree import enabled as several_processes
 from .._explain import _describe
 from ._args import check_jit_kwargs, qualname, resolve_donation, resolve_static
 from .._deps._share import Deps, check_deps
@@ -41,6 +44,9 @@ from ._programs import Programs
 from ._variant import Split, StaticArg, make_jitted
 
 logger = logging.getLogger("staticfield")
+
+# Every engine alive in this process (sf.warmup finds the functions that exist here).
+ENGINES: "weakref.WeakSet[JitFunction]" = weakref.WeakSet()
 
 _OWN_KWARGS = ("static_argnums", "static_argnames")
 
@@ -122,6 +128,7 @@ class JitFunction(Programs):
             self.call = buckets.front(self.call)
         # deps="read": obj.method is partial(bound_call, children, key), looked up on each call.
         self.bound_call = deps_bound_call(fn, self.variants, self.deps.retry) if self.deps else None
+        ENGINES.add(self)
 
     # ----- the general path (static arguments) ---------------------------------------
     def parts(self, args: tuple, kwargs: dict) -> tuple[list, dict]:
@@ -199,6 +206,33 @@ class JitFunction(Programs):
             entry = self.variants[vkey] = (self._make_jitted(vkey, layout, static_kwargs), split)
             return entry
 
+    def variant(self, vkey: Any) -> Any:
+        """The ``jax.jit`` of variant ``vkey``, made from the key alone when it is new (for
+        ``sf.warmup``, which has a recorded key and no arguments); ``None`` where a key
+        alone cannot make one (``deps="read"`` shares programs by what a trace reads)."""
+        entry = self.variants.get(vkey)
+        if entry is not None:
+            return entry[0]
+        if self.deps is not None or self.rest_deps is not None:
+            return None
+        with self._lock:
+            entry = self.variants.get(vkey)
+            if entry is None and self.fast:
+                entry = self.variants[vkey] = (self._make_method_jitted(vkey), (0,))
+            elif entry is None:
+                parts = vkey if isinstance(vkey, tuple) else (vkey,)
+                positional = [p for p in parts if not isinstance(p, tuple)]
+                layout: dict[int, Any] = {}
+                for i, part in enumerate(positional):
+                    if i in self.static_pos:
+                        layout[i] = StaticArg(part.raw)
+                    elif part is not None:
+                        layout[i] = Split(SPECS[part.cls], part)
+                split = tuple(i for i, e in layout.items() if isinstance(e, Split))
+                static_kwargs = tuple((name, key.raw) for name, key in parts[len(positional):])
+                entry = self.variants[vkey] = (self._make_jitted(vkey, layout, static_kwargs), split)
+        return entry[0]
+
     def _make_method_jitted(self, key: Any) -> Any:
         """The variant of a method called with only ``self``'s key as static (``key.cls``'s)."""
         return self._make_jitted(key, {0: Split(SPECS[key.cls], key)}, ())
@@ -258,6 +292,8 @@ class JitFunction(Programs):
             raise
         try:
             out = self.traced_fn(*args, **kwargs) if deps is None else deps.run(self.traced_fn, base, args, kwargs)
+            if several_processes():  # a multi-process job: every process makes this program
+                agree_across_processes(tracker.function, description)
         except BaseException as exc:
             tracker.abort(ticket)
             add_hint(exc, self.names, args, kwargs)

@@ -33,6 +33,8 @@ from .._explain import _diff as _explain
 from .._core._errors import RecompileError, StaticFieldWarning, recompile_budget_message
 from .._explain._diff import Recompile
 from .._core._traceback import call_site
+from .._stance import _message as _stance_message
+from .._stance import _state as _stance
 
 logger = logging.getLogger("staticfield")
 
@@ -139,6 +141,9 @@ class Tracker:
             number = self.compile_count + len(self._pending) + 1
             event = self._explain(description, number, location, annotate) if number > 1 else None
             if budget:
+                if _stance.refusing() and not _stance.abstract():
+                    raise RecompileError(_stance_message.refused(
+                        self.function, location, event.changes if event is not None else None))
                 self._check_budget(number, event)
             ticket = Ticket(description, location, event, cls, annotate)
             self._pending.append(ticket)
@@ -161,6 +166,11 @@ class Tracker:
         if store and ticket.event is not None:
             ticket.event = dataclasses.replace(ticket.event, store=store)
         with self._lock:
+            if budget and _stance.refusing():
+                self._drop_pending(ticket)
+                event = ticket.event
+                raise RecompileError(_stance_message.refused(
+                    self.function, ticket.location, event.changes if event is not None else None, store))
             if budget:
                 try:
                     self._check_budget(self.compile_count + len(self._pending), ticket.event)

@@ -1,4 +1,5 @@
-"""``python -m staticfield store PATH [--clear]``: what a program store holds, or empty it."""
+"""``python -m staticfield store PATH [--clear | --clear-programs]``: what a program store
+holds, or empty it (``--clear-programs`` keeps the records ``sf.warmup`` prepares from)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import textwrap
 import time
 from typing import Any
 
-from . import _entries
+from . import _entries, _records
 
 
 def _size(n: int) -> str:
@@ -69,7 +70,9 @@ def listing(directory: str) -> str:
         devices = header.get("devices") or []
         lines += _fit(f"devices: {', '.join(map(str, devices)) or '?'} (process {env.get('process_index', '?')} "
                       f"of {env.get('process_count', '?')})")
-    lines.append(f"{len(found)} program(s), {_size(total)} in {directory}")
+    records = len(_records.read(directory))
+    lines += _fit(f"{len(found)} program(s), {_size(total)} in {directory}", "")
+    lines.append(f"{records} record(s) for sf.warmup")
     return "\n".join(lines)
 
 
@@ -80,12 +83,17 @@ def check(directory: str) -> str:
     if not os.path.isdir(directory):
         return f"{directory} is a file, not a program store directory"
     names = [n for n in os.listdir(directory) if not n.startswith(".")]
-    if names and not any(n.endswith((_entries.SUFFIX, _entries.LINK)) for n in names):
+    if names and not any(n.endswith((_entries.SUFFIX, _entries.LINK, _entries.RECORD)) for n in names):
         return f"{directory} holds files but no program store entries"
     return ""
 
 
-def command(directory: str, clear: bool) -> str:
+def command(directory: str, clear: bool, clear_programs: bool = False) -> str:
     if clear:
-        return f"removed {_entries.clear(directory)} program(s) from {directory}"
+        records = len(_records.read(directory))
+        return f"removed {_entries.clear(directory)} program(s) and {records} record(s) from {directory}"
+    if clear_programs:
+        kept = len(_records.read(directory))
+        return (f"removed {_entries.clear(directory, records=False)} program(s) from {directory}; "
+                f"kept {kept} record(s) for sf.warmup")
     return listing(directory)

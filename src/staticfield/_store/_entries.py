@@ -164,15 +164,20 @@ def entries(directory: str) -> Iterator[tuple[str, dict[str, Any] | None, int]]:
     yield from found
 
 
-def clear(directory: str) -> int:
-    """Remove every entry (and leftover temporary files); the number of entries removed."""
+RECORD = ".sfrec"  # what sf.warmup needs to make a program again (``_records``)
+
+
+def clear(directory: str, records: bool = True) -> int:
+    """Remove every entry (and leftover temporary files), and the records unless
+    ``records=False``; the number of programs removed."""
     removed = 0
     try:
         names = os.listdir(directory)
     except FileNotFoundError:
         return 0
     for name in names:
-        if name.endswith((SUFFIX, LINK)) or (name.startswith(".") and name.endswith(".tmp")):
+        if name.endswith((SUFFIX, LINK)) or (records and name.endswith(RECORD)) or (
+                name.startswith(".") and name.endswith(".tmp")):
             try:
                 os.unlink(os.path.join(directory, name))
                 removed += name.endswith(SUFFIX) and not name.startswith(".")

@@ -42,7 +42,7 @@ import jax
 from .._core import _compat
 from .._core._errors import STORE_CHECK, RecompileError, StaticFieldWarning, StoreCheckError
 from .._core._keys import StaticArgKey, StaticKey
-from . import _digest, _entries, _key, _misses, _sources
+from . import _digest, _entries, _key, _misses, _records, _sources
 
 logger = logging.getLogger("staticfield")
 
@@ -51,6 +51,15 @@ MISS_LISTENERS: list[Callable[[Callable, str], None]] = []  # sf.watch: (functio
 CHECK_ENV = "STATICFIELD_CHECK_STORE"
 _warned: set[tuple[str, str]] = set()
 _warned_lock = threading.Lock()
+_here = threading.local()  # .counts: this thread's traces, loads and compiles (sf.warmup reads them)
+
+
+def counts() -> dict[str, int]:
+    """This thread's running counts of programs ``traced``, ``loaded`` and ``compiled`` here."""
+    found = getattr(_here, "counts", None)
+    if found is None:
+        found = _here.counts = {"traced": 0, "loaded": 0, "compiled": 0}
+    return found
 
 
 def _serialize(compiled: Any) -> tuple[bytes, dict[str, Any]]:
@@ -180,6 +189,10 @@ class StoredJit:
                 program, why = self._load_by_source(directory, link, dyn, kwargs)
         if program is None:
             program = self._trace(directory, sig, dyn, kwargs, why, relink=trust == "source")
+        try:  # what sf.warmup needs to make this program again, in another process
+            _records.write(directory, self.fn, self.vkey, self._static.get("options") or _key.options(self._options), sig)
+        except Exception as exc:  # a program without a record still runs
+            logger.debug("staticfield could not write a program store record: %s", exc)
         with self._lock:  # threads that missed together: the first program kept wins
             return self.programs.setdefault(sig, program)
 
@@ -190,6 +203,7 @@ class StoredJit:
         (another function's identical program, or a source change that left it alone)."""
         with self._hooks.deferred() as tickets:
             traced = self.jitted.trace(*dyn, **kwargs)
+        counts()["traced"] += 1
         try:
             record = _digest.digest(traced.jaxpr)
             key = self._trace_key(record.hexdigest, sig)
@@ -204,6 +218,7 @@ class StoredJit:
         program = self._load(path, key, traced.in_tree, traced.out_tree)
         if program is not None:
             self._hooks.settle(tickets, loaded=True)
+            counts()["loaded"] += 1
             if relink:
                 try:
                     self._write_link(directory, path, traced, sig)
@@ -226,7 +241,9 @@ class StoredJit:
         except RecompileError:
             self.jitted.clear_cache()  # JAX's trace of it too: the next call begins again
             raise
-        return traced.lower().compile()
+        compiled = traced.lower().compile()
+        counts()["compiled"] += 1
+        return compiled
 
     # ----- keys ---------------------------------------------------------------------------
     def _trace_key(self, jaxpr_digest: str, sig: Any) -> dict[str, Any] | None:
@@ -318,6 +335,7 @@ class StoredJit:
             return None, ""
         if not checked:  # the check's trace counted it, reads of deps="read" included
             self._hooks.loaded_untraced()
+        counts()["loaded"] += 1
         self._heard(time.perf_counter() - start, traced=checked)
         return program, ""
 
@@ -326,6 +344,7 @@ class StoredJit:
         raises ``StoreCheckError`` naming the first differing equation or constant."""
         with self._hooks.deferred() as tickets:
             traced = self.jitted.trace(*dyn, **kwargs)
+        counts()["traced"] += 1
         self._hooks.settle(tickets, loaded=True)
         now = _digest.digest(traced.jaxpr, lines=True)
         if now.hexdigest == header.get("key", {}).get("jaxpr") and traced.out_tree == out_tree:

@@ -18,7 +18,7 @@ import sys
 import traceback
 from typing import Callable, Sequence
 
-from ._report import wrap
+from ._report import process, wrap
 from ._watcher import watch
 
 OVER_BUDGET = (
@@ -33,7 +33,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Run a Python script and report, per jitted function, how often it "
         "compiled, how long that took, and why each recompile happened.",
     )
-    parser.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
+    parser.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE "
+                        "({process} in FILE becomes the process index, for a multi-process job)")
     parser.add_argument(
         "--max-compiles", metavar="N", type=int,
         help="exit non-zero if any jitted function compiles more than N times (a CI guard)",
@@ -92,6 +93,8 @@ def _finish(watcher: watch, status: int, options: argparse.Namespace) -> int:
     sys.stdout.flush()
     print("\n" + watcher.report(), file=sys.stderr)
     if options.json:
+        here = process()
+        options.json = options.json.replace("{process}", str(here[0] if here else 0))
         try:
             with open(options.json, "w") as f:
                 json.dump(watcher.as_dict(), f, indent=2)

@@ -14,6 +14,8 @@ from typing import Any, Sequence
 
 import jax
 
+from .._core import _compat
+
 _TIMES = ("trace_s", "lower_s", "compile_s")
 
 
@@ -22,14 +24,26 @@ SUMMARY_FROM = 4  # a compile with this many changes starts with a one-line summ
 GROUP_FROM = 4  # this many changes alike but for their paths read as one line
 
 
+def process() -> tuple[int, int] | None:
+    """``(index, count)`` of this process in a ``jax.distributed`` job of several processes
+    (read from JAX's distributed state, which starts no backend); ``None`` otherwise."""
+    state = _compat.get("distributed_state")
+    count = getattr(state, "num_processes", 1) or 1
+    if not isinstance(count, int) or count < 2:
+        return None
+    return int(getattr(state, "process_id", 0) or 0), count
+
+
 def render(functions: Sequence[Any], notices: Sequence[str]) -> str:
     """Per function (most compiles first): compiles, seconds, and why each recompile;
-    buckets' pad and slice programs, then eager op-by-op compiles, summed on a line each."""
+    buckets' pad and slice programs, then eager op-by-op compiles, summed on a line each.
+    In a job of several processes the header names this one (``process 1/2``: index 1 of 2)."""
     jitted = [f for f in functions if not f.eager and not f.padding]
     eager = [f for f in functions if f.eager]
     padding = [f for f in functions if f.padding]
+    here = process()
     lines = _fitted(
-        f"staticfield watch: {len(jitted)} jitted function(s), "
+        f"staticfield watch{f' (process {here[0]}/{here[1]})' if here else ''}: {len(jitted)} jitted function(s), "
         f"{sum(f.count for f in jitted)} compile(s);", _seconds(jitted)
     )
     for f in sorted(jitted, key=lambda f: -f.count):
@@ -163,8 +177,10 @@ def _no_change(f: Any) -> str:
 
 def to_dict(functions: Sequence[Any], notices: Sequence[str], explained: bool) -> dict:
     """The report as JSON-ready data (the ``--json`` file)."""
+    here = process()
     return {
         "jax_version": jax.__version__,
+        **({"process": {"index": here[0], "count": here[1]}} if here else {}),
         "explained": explained,
         "notices": list(notices),
         "functions": [

@@ -198,6 +198,21 @@ class watch:
         if stack:
             stack[-1][0].store = why
 
+    def trace_in_progress(self, program: str) -> tuple[str, str, list[Change] | None, bool] | None:
+        """This thread's trace that is now being compiled as ``program`` (JAX's module
+        name, ``jit_f``): its function's name, call site, the changes against the closest
+        earlier compile (``None`` for its first), and whether it is an eager operation;
+        ``None`` when there is none."""
+        current = getattr(self._local, "current", None)
+        if current is None or not current[1] or current[1] not in squash(program):
+            return None
+        record, _, entry = current
+        return entry.name, record.call_site, record.changes if record.number > 1 else None, entry.eager
+
+    def forget_trace(self) -> None:
+        """This thread's trace in progress compiled nothing (``sf.no_compiles`` refused it)."""
+        self._forget()
+
     def _trace_raised(self, retrace: bool = False) -> None:
         """The user's function raised while tracing: nothing compiled, so forget the trace
         (and count it as failed, unless staticfield stopped it to trace again)."""

@@ -1,0 +1,96 @@
+"""The hook on JAX's one compile entry point, ``jax._src.compiler.compile_or_get_cached``.
+
+Every XLA compile of any JAX function goes through it (a ``jax.jit`` miss, a
+``.compile()``, an eager operation's program), after the trace and the lowering and
+before XLA runs. It is wrapped while at least one ``no_compiles`` block is open in any
+thread (a thread outside a block passes through after reading a thread-local counter),
+and put back when the last one closes. Its watcher (a private ``sf.watch``, running
+as long) hears each trace, so a refusal names the user's function and its call site,
+and what changed against the closest compile it saw while a block was open.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+import warnings
+from typing import Any
+
+from .._core import _compat
+from .._core._errors import RecompileError, StaticFieldWarning
+from .._watch import _site
+from .._watch._watcher import watch
+from . import _message, _state
+
+_installed: dict[str, Any] = {}
+_lock = threading.Lock()
+_blocks = [0]  # no_compiles blocks open now, in all threads
+
+
+def acquire() -> None:
+    """A block opens: the first one wraps JAX's compile entry point and starts the watcher
+    (where this JAX lacks the entry point, ``sf`` functions are still refused by their own
+    trackers, and one warning says so)."""
+    with _lock:
+        _blocks[0] += 1
+        if _blocks[0] > 1:
+            return
+        watcher = watch()
+        watcher.start()
+        _installed["watcher"] = watcher
+        original = _compat.get("compile_or_get_cached")
+        if original is None:
+            if "warned" not in _installed:
+                _installed["warned"] = True
+                warnings.warn(_compat.unavailable("no_compiles"), StaticFieldWarning, stacklevel=4)
+            return
+        module = _compat.module_of("compile_or_get_cached")
+
+        @functools.wraps(original)
+        def compile_or_get_cached(*args: Any, **kwargs: Any) -> Any:
+            if _state.refusing():
+                raise RecompileError(_explain(args, kwargs))
+            return original(*args, **kwargs)
+
+        _installed["original"] = (module, original)
+        module.compile_or_get_cached = compile_or_get_cached
+
+
+def release() -> None:
+    """A block closes: the last one puts JAX's entry point back and stops the watcher, so
+    nothing of the stance runs while no block is open."""
+    with _lock:
+        _blocks[0] -= 1
+        if _blocks[0] > 0:
+            return
+        if "original" in _installed:
+            module, original = _installed.pop("original")
+            module.compile_or_get_cached = original
+        watcher = _installed.pop("watcher", None)
+        if watcher is not None:
+            watcher.stop()
+
+
+def _explain(args: tuple, kwargs: dict) -> str:
+    """The refusal's text, from the watcher's trace in progress in this thread (when it is
+    the program being compiled), else from the lowered module's name."""
+    module = _module_name(args[1] if len(args) > 1 else kwargs.get("computation"))
+    watcher: watch | None = _installed.get("watcher")
+    try:
+        found = watcher.trace_in_progress(module) if watcher is not None else None
+    except Exception:  # an explanation must never hide the refusal
+        found = None
+    if found is not None and watcher is not None:
+        name, location, changes, eager = found
+        watcher.forget_trace()  # refused: nothing compiled
+        return _message.refused(name, location, changes, eager=eager)
+    name = re.sub(r"^(p?jit_)+", "", module) or "a JAX program"
+    return _message.refused(name, _site.call_site(), None, eager=_site.eager())
+
+
+def _module_name(computation: Any) -> str:
+    try:
+        return str(computation.operation.attributes["sym_name"].value)
+    except Exception:
+        return ""

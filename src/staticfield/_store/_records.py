@@ -1,0 +1,152 @@
+"""Records: what the store knows of each program apart from the program itself.
+
+A record (``<digest>.sfrec``) says how to make a program again: the function (module
+and qualified name), its ``jax.jit`` options as the key writes them, the static variant
+(the static keys, by value), and the arguments as ``jax.jit`` saw them (their tree, and
+per leaf its kind, shape, dtype, weak type, and device when committed to one), with the
+process and local devices it was made on. ``sf.warmup`` rebuilds abstract arguments
+from it; ``--clear-programs`` removes the programs and keeps the records.
+
+A record is written once per program, on a miss (never on a hit), by the entry format's
+atomic write (``_entries``); one that cannot be written by value (a static that does not
+pickle, a sharding over a mesh) is simply not written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pickle
+from typing import Any, Callable
+
+import jax
+import numpy as np
+
+from .._core._keys import StaticArgKey
+from . import _entries, _key
+
+SUFFIX = _entries.RECORD
+_PYTHON = {"bool": False, "int": 0, "float": 0.0, "complex": 0j}
+
+
+class _Arg:
+    """A static argument's key in a record: its value (the key's hash is per process)."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+
+
+def _plain(vkey: Any) -> Any:
+    if isinstance(vkey, StaticArgKey):
+        return _Arg(vkey.raw)
+    if type(vkey) is tuple:
+        return tuple(_plain(p) for p in vkey)
+    return vkey
+
+
+def _keyed(plain: Any) -> Any:
+    if isinstance(plain, _Arg):
+        return StaticArgKey(plain.raw)
+    if type(plain) is tuple:
+        return tuple(_keyed(p) for p in plain)
+    return plain
+
+
+def _leaf(sig: Any) -> list | None:
+    """One argument leaf's signature (``_key.signature``) as JSON; ``None`` when it cannot
+    be rebuilt (a sharding other than one device)."""
+    if isinstance(sig[0], tuple):
+        shape, dtype, weak, sharding, committed = sig
+        device = None
+        if committed:
+            if not isinstance(sharding, jax.sharding.SingleDeviceSharding):
+                return None
+            device = int(next(iter(sharding.device_set)).id)  # type: ignore[attr-defined]
+        return ["array", list(shape), str(np.dtype(dtype)), bool(weak), device]
+    if sig[0] == "numpy":
+        return ["numpy", list(sig[1]), str(sig[2])]
+    return ["python", sig[1]]
+
+
+def _rebuilt_leaf(leaf: list, devices: dict[int, Any]) -> Any:
+    if leaf[0] == "array":
+        _, shape, dtype, weak, device = leaf
+        sharding = None if device is None else jax.sharding.SingleDeviceSharding(devices[device])
+        return jax.ShapeDtypeStruct(tuple(shape), jax.numpy.dtype(dtype), weak_type=weak, sharding=sharding)
+    if leaf[0] == "numpy":
+        return np.zeros(tuple(leaf[1]), jax.numpy.dtype(leaf[2]))
+    return _PYTHON[leaf[1]]
+
+
+def _machine() -> dict[str, Any]:
+    return {"process_index": jax.process_index(), "devices": sorted(d.id for d in jax.local_devices())}
+
+
+def write(directory: str, fn: Callable, vkey: Any, options: str | None, sig: Any) -> None:
+    """Keep the record of the program for ``sig`` of variant ``vkey`` (once); never raises
+    for a record that cannot be written by value."""
+    tree, leaves, _ = sig
+    described = [_leaf(s) for s in leaves]
+    if options is None or None in described:
+        return
+    try:
+        statics = pickle.dumps(_plain(vkey), protocol=4).hex()
+        trees = pickle.dumps(tree, protocol=4).hex()
+    except Exception:
+        return
+    record = {"module": getattr(fn, "__module__", None) or "", "qualname": getattr(fn, "__qualname__", ""),
+              "options": options, "statics": statics, "tree": trees, "leaves": described, **_machine()}
+    path = _entries.entry_path(directory, _entries.key_digest(record), SUFFIX)
+    if os.path.exists(path):
+        return
+    _entries.write(path, {"record": record}, b"")
+
+
+@dataclasses.dataclass
+class Record:
+    """One program's record, read back."""
+
+    module: str
+    qualname: str
+    options: str
+    fields: dict[str, Any]
+
+    @property
+    def here(self) -> bool:
+        """Whether it was made on this process index and these local devices."""
+        return all(self.fields.get(k) == v for k, v in _machine().items())
+
+    def variant(self) -> Any:
+        """The static variant's key, as the engine keys it."""
+        return _keyed(pickle.loads(bytes.fromhex(self.fields["statics"])))  # noqa: S301 - trusted store
+
+    def arguments(self) -> tuple[tuple, dict]:
+        """The variant's ``jax.jit`` arguments: ``ShapeDtypeStruct``s (with their device when
+        committed), NumPy zeros and Python scalars as the recorded call had them."""
+        tree = pickle.loads(bytes.fromhex(self.fields["tree"]))  # noqa: S301 - trusted store
+        devices = {d.id: d for d in jax.devices()}
+        leaves = [_rebuilt_leaf(leaf, devices) for leaf in self.fields["leaves"]]
+        dyn, kwargs = jax.tree_util.tree_unflatten(tree, leaves)
+        return tuple(dyn), dict(kwargs)
+
+
+def read(directory: str) -> list[Record]:
+    """Every readable record in the store (an unreadable one is left out)."""
+    found = []
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(SUFFIX) and not n.startswith("."))
+    except FileNotFoundError:
+        return []
+    for name in names:
+        try:
+            with _entries.open_entry(os.path.join(directory, name)) as f:
+                record: dict[str, Any] = _entries.read_header(f)["record"]
+            found.append(Record(record["module"], record["qualname"], record["options"], record))
+        except (OSError, _entries.BadEntry, KeyError, TypeError):
+            continue
+    return found
+
+
+def options_text(options: dict[str, Any]) -> str | None:
+    """The ``jax.jit`` options as a record (and the key) writes them."""
+    return _key.options(options)

@@ -1,0 +1,163 @@
+"""``sf.warmup(workers=None)``: load or compile every recorded program, on worker threads."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+from .. import _store
+from .._core._traceback import call_site, located
+from .._jit._args import qualname
+from .._jit._engine import ENGINES, JitFunction
+from .._jit._programs import aot
+from .._store import _program, _records
+
+NO_STORE = (
+    "sf.warmup() prepares the programs a program store recorded, and no store is set. Set one "
+    "first: sf.set_program_store(path) (or STATICFIELD_PROGRAM_STORE=path), run the program "
+    "once to record its programs, then call sf.warmup() at the start of the next process."
+)
+PROGRESS_AFTER = 1.0  # seconds: a function that takes longer gets a progress line
+
+
+@dataclasses.dataclass
+class Counts:
+    """Programs of one function (or of all): traced, loaded, compiled (XLA), skipped."""
+
+    traced: int = 0
+    loaded: int = 0
+    compiled: int = 0
+    skipped: int = 0
+    seconds: float = 0.0
+
+    def add(self, other: "Counts") -> None:
+        for f in dataclasses.fields(Counts):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+
+@dataclasses.dataclass
+class Summary(Counts):
+    """What ``sf.warmup`` did: the counts over all functions, ``functions`` (the same counts
+    by qualified name), ``threads`` (how many worker threads prepared a program) and
+    ``problems`` (why each skipped record was skipped)."""
+
+    functions: dict[str, Counts] = dataclasses.field(default_factory=dict)
+    threads: int = 0
+    problems: list[str] = dataclasses.field(default_factory=list)
+
+    def __str__(self) -> str:
+        return (f"sf.warmup: {self.loaded} loaded, {self.compiled} compiled, {self.traced} traced, "
+                f"{self.skipped} skipped, in {self.seconds:.2f} s on {self.threads} thread(s)")
+
+
+def _engines() -> dict[tuple[str, str, Any], list[JitFunction]]:
+    """The engines alive here, by (module, qualified name, jit options as a record writes them)."""
+    found: dict[tuple[str, str, Any], list[JitFunction]] = {}
+    for engine in list(ENGINES):
+        fn = engine.fn
+        key = (getattr(fn, "__module__", None) or "", getattr(fn, "__qualname__", ""),
+               _records.options_text(engine._jit_kwargs))
+        found.setdefault(key, []).append(engine)
+    return found
+
+
+def warmup(workers: int | None = None, progress: bool = True) -> Summary:
+    """Prepare every program the program store recorded for the ``sf`` functions and methods
+    that exist in this process, on ``workers`` threads (``None``: one per CPU core).
+
+    Each record's arguments are rebuilt (instances from their static keys, arrays as
+    ``jax.ShapeDtypeStruct``s); its program is loaded from the store where the store has
+    it, else traced, lowered and compiled (and stored). After it, calls of the recorded
+    variants trace and compile nothing. Records of functions that do not exist here, of
+    ``deps="read"`` methods, or that cannot be rebuilt are ``skipped`` (``problems`` says
+    why); records of other processes or devices are left alone. ``progress``: a line on
+    stderr for each function that took more than a second.
+    """
+    store = _store.current()
+    if store is None:
+        raise RuntimeError(NO_STORE)
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
+        raise TypeError(f"sf.warmup: workers must be a positive int or None (one per CPU core), "
+                        f"got {workers!r}.")
+    start = time.perf_counter()
+    summary = Summary()
+    engines = _engines()
+    tasks: list[tuple[JitFunction, _records.Record, str]] = []
+    for record in _records.read(store[0]):
+        if not record.here:
+            continue
+        matches = engines.get((record.module, record.qualname, record.options))
+        name = f"{record.module}.{record.qualname}"
+        if not matches:
+            _skip(summary, name, f"{name}: no sf.jit or jit_method with these jax.jit options exists "
+                  "in this process (import its module before sf.warmup())")
+            continue
+        tasks.extend((engine, record, name) for engine in matches)
+    threads: set[int] = set()
+    lock = threading.Lock()
+    pending = {name: 0 for _, _, name in tasks}
+    for _, _, name in tasks:
+        pending[name] += 1
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1,
+                                               thread_name_prefix="sf.warmup") as pool:
+        site = call_site()  # warm-up's compiles are located at the sf.warmup() call
+        futures = [pool.submit(_prepare, engine, record, site) for engine, record, _ in tasks]
+        for (_, _, name), future in zip(tasks, futures):
+            counts, problem, thread = future.result()
+            with lock:
+                if counts.traced + counts.loaded + counts.compiled:
+                    threads.add(thread)
+                summary.functions.setdefault(name, Counts()).add(counts)
+                summary.add(counts)
+                if problem:
+                    summary.problems.append(f"{name}: {problem}")
+                pending[name] -= 1
+                done = summary.functions[name]
+            if progress and not pending[name] and done.seconds > PROGRESS_AFTER:
+                print(f"sf.warmup: {name}: {done.loaded} loaded, {done.compiled} compiled in "
+                      f"{done.seconds:.1f} s", file=sys.stderr)
+    summary.threads = len(threads)
+    summary.seconds = time.perf_counter() - start
+    return summary
+
+
+def _skip(summary: Summary, name: str, problem: str) -> None:
+    summary.functions.setdefault(name, Counts()).skipped += 1
+    summary.skipped += 1
+    summary.problems.append(problem)
+
+
+def _prepare(engine: JitFunction, record: _records.Record, site: str) -> tuple[Counts, str, int]:
+    """Load or compile one recorded program, in a worker thread: its counts, why it was
+    skipped (``""``: it was not), and the thread."""
+    with located(site):
+        return _prepare_here(engine, record)
+
+
+def _prepare_here(engine: JitFunction, record: _records.Record) -> tuple[Counts, str, int]:
+    counts = _program.counts()
+    before = dict(counts)
+    start = time.perf_counter()
+    problem = ""
+    try:
+        jitted = engine.variant(record.variant())
+        if jitted is None:
+            problem = f"{qualname(engine.fn)} uses deps=\"read\", whose programs warm-up cannot make from a record"
+        else:
+            dyn, kwargs = record.arguments()
+            if isinstance(jitted, _store.StoredJit):
+                jitted.precompile(*dyn, **kwargs)
+            else:  # made before the store was set: into jax.jit's own cache
+                aot(jitted, "precompile")(*dyn, **kwargs)
+                counts["traced"] += 1
+                counts["compiled"] += 1
+    except Exception as exc:  # one record that cannot be made never stops the others
+        problem = f"cannot be rebuilt or prepared ({type(exc).__name__}: {exc})"
+    result = Counts(**{k: counts[k] - before[k] for k in before}, skipped=int(bool(problem)),
+                    seconds=time.perf_counter() - start)
+    return result, problem, threading.get_ident()
