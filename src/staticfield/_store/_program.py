@@ -31,7 +31,6 @@ from __future__ import annotations
 import logging
 import os
 import pickle
-import re
 import threading
 import time
 import warnings
@@ -43,6 +42,7 @@ from .._core import _compat
 from .._core._errors import STORE_CHECK, RecompileError, StaticFieldWarning, StoreCheckError
 from .._core._keys import StaticArgKey, StaticKey
 from . import _digest, _entries, _key, _misses, _records, _sources
+from ._executable import Unstorable, deserialize, serialize
 
 logger = logging.getLogger("staticfield")
 
@@ -54,54 +54,15 @@ _warned_lock = threading.Lock()
 _here = threading.local()  # .counts: this thread's traces, loads and compiles (sf.warmup reads them)
 
 
+_trace_context = _compat.get("trace_context") or (lambda: None)  # the store is off without it
+
+
 def counts() -> dict[str, int]:
     """This thread's running counts of programs ``traced``, ``loaded`` and ``compiled`` here."""
     found = getattr(_here, "counts", None)
     if found is None:
         found = _here.counts = {"traced": 0, "loaded": 0, "compiled": 0}
     return found
-
-
-def _serialize(compiled: Any) -> tuple[bytes, dict[str, Any]]:
-    """The program's bytes; and for its header the ids of the devices it runs on, in
-    order, and the custom calls it makes (their kernels must be registered to load it)."""
-    from jax.experimental.serialize_executable import serialize
-
-    unloaded = compiled._executable._unloaded_executable
-    if getattr(unloaded, "host_callbacks", None):
-        raise _Unstorable("it calls back into Python (jax.debug.print, pure_callback, ...)")
-    devices = [d.id for d in unloaded.device_list]
-    payload, _, _ = serialize(compiled)
-    try:
-        calls = sorted(set(_CUSTOM_CALL.findall(compiled.as_text() or "")))
-    except Exception:
-        calls = ["?"]  # unknown: registered on load, as if it made one
-    return payload, {"devices": devices, "custom_calls": calls}
-
-
-_trace_context = _compat.get("trace_context") or (lambda: None)  # the store is off without it
-_CUSTOM_CALL = re.compile(r'custom_call_target="([^"]+)"')
-
-
-def _deserialize(payload: bytes, header: dict[str, Any], in_tree: Any, out_tree: Any) -> Any:
-    from jax.experimental.serialize_executable import deserialize_and_load
-
-    by_id = {d.id: d for d in jax.devices()}
-    try:
-        execution = [by_id[i] for i in header.get("devices") or []]
-    except KeyError:
-        raise _entries.BadEntry("for devices this process does not have") from None
-    if not execution:
-        raise _entries.BadEntry("without devices")
-    if execution[0].platform == "cpu" and header.get("custom_calls", ["?"]):
-        # JAX registers LAPACK's kernels while lowering, which a loaded program skips
-        _compat.get("initialize_lapack")()
-    return deserialize_and_load(payload, in_tree, out_tree, backend=execution[0].client,
-                                execution_devices=execution)
-
-
-class _Unstorable(Exception):
-    """A program that runs but cannot be kept (said once per function and reason)."""
 
 
 class Hooks(Protocol):
@@ -293,7 +254,7 @@ class StoredJit:
                 if header.get("key") != key:
                     return None  # another key with the same digest: compile again
                 payload = _entries.read_payload(f, header)
-            program = _deserialize(payload, header, in_tree, out_tree)
+            program = deserialize(payload, header, in_tree, out_tree)
         except FileNotFoundError:
             return None
         except Exception as exc:  # corrupt, truncated, foreign, untrusted: ignored, written again
@@ -325,7 +286,7 @@ class StoredJit:
                 payload = _entries.read_payload(f, program_header)
             in_tree, out_tree = pickle.loads(bytes.fromhex(header["trees"]))  # noqa: S301 - trusted store
             checked = _checking() and self._check(program_header, out_tree, dyn, kwargs)
-            program = _deserialize(payload, program_header, in_tree, out_tree)
+            program = deserialize(payload, program_header, in_tree, out_tree)
         except FileNotFoundError:
             return None, ""
         except StoreCheckError:
@@ -360,13 +321,13 @@ class StoredJit:
         """The entry (its JSON line names each top-level equation, for the checking mode),
         then its ``trust="source"`` link: an entry serves either trust."""
         try:
-            payload, runs_on = _serialize(compiled)
+            payload, runs_on = serialize(compiled)
             record = _digest.digest(traced.jaxpr, lines=True)
             display = {"function": _name(self.fn), "statics": _display_statics(self.vkey)}
             _entries.write(path, {"key": key, "display": display, **runs_on,
                                   "equations": record.equations, "consts": record.consts}, payload)
             self._write_link(directory, path, traced, sig)
-        except _Unstorable as exc:
+        except Unstorable as exc:
             self._cannot_serve(str(exc))
         except Exception as exc:  # a program that cannot be stored still runs
             self._cannot_serve(f"{type(exc).__name__}: {exc}")
