@@ -93,8 +93,8 @@ def first_difference(header: dict[str, Any], now: _digest.Digest) -> str:
         where = now.equations[i] if i < len(now.equations) else stored[i]
         return (f"the trace has {len(now.equations)} equations, the stored program {len(stored)} "
                 f"(from {where[1]} at {where[2]})")
-    for i, (then, current) in enumerate(zip(header.get("consts", []), now.consts)):
-        if then != current:
+    for i, (stored_const, const) in enumerate(zip(header.get("consts", []), now.consts)):
+        if stored_const != const:
             return f"constant {i + 1} (a value the function closes over or reads) has other values"
     return "a constant, a sub-program or an output differs"
 
