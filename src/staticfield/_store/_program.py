@@ -186,13 +186,14 @@ class StoredJit:
                 except Exception as exc:  # a program that loaded still runs
                     logger.debug("staticfield could not write a trust=\"source\" key: %s", exc)
             return program
-        why = why or self._why(directory, key, traced)
+        lines = _digest.digest(traced.jaxpr, lines=True)  # for the explanation and the entry
+        why = why or self._why(directory, key, lines)
         if why:
             logger.info("staticfield: %s: %s", _name(self.fn), why)
             for listener in list(MISS_LISTENERS):
                 listener(self.fn, why)
         compiled = self._compile(traced, tickets, why)
-        self._write(directory, path, key, compiled, traced, sig)
+        self._write(directory, path, key, compiled, traced, lines, sig)
         return compiled
 
     def _compile(self, traced: Any, tickets: list, why: str) -> Any:
@@ -236,10 +237,9 @@ class StoredJit:
                 "options": options, "context": context, "tree": _key.tree_digest(tree),
                 "avals": [_key.describe_leaf(leaf) for leaf in leaves], "environment": _key.environment()}
 
-    def _why(self, directory: str, key: dict[str, Any], traced: Any) -> str:
+    def _why(self, directory: str, key: dict[str, Any], now: _digest.Digest) -> str:
         """Why no stored program served this call (see ``_misses``); never raises."""
         try:
-            now = _digest.digest(traced.jaxpr, lines=True)
             return _misses.why(directory, _name(self.fn), _display_statics(self.vkey), key, now)
         except Exception as exc:  # an explanation must never break the call
             logger.debug("staticfield could not explain a program store miss: %s", exc)
@@ -317,12 +317,12 @@ class StoredJit:
         raise StoreCheckError(STORE_CHECK.format(function=_name(self.fn), what=_misses.first_difference(header, now)))
 
     # ----- writing ------------------------------------------------------------------------
-    def _write(self, directory: str, path: str, key: dict, compiled: Any, traced: Any, sig: Any) -> None:
+    def _write(self, directory: str, path: str, key: dict, compiled: Any, traced: Any,
+               record: _digest.Digest, sig: Any) -> None:
         """The entry (its JSON line names each top-level equation, for the checking mode),
         then its ``trust="source"`` link: an entry serves either trust."""
         try:
             payload, runs_on = serialize(compiled)
-            record = _digest.digest(traced.jaxpr, lines=True)
             display = {"function": _name(self.fn), "statics": _display_statics(self.vkey)}
             _entries.write(path, {"key": key, "display": display, **runs_on,
                                   "equations": record.equations, "consts": record.consts}, payload)
