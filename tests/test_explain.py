@@ -251,11 +251,24 @@ def test_structure_text_is_not_quoted():
 
 
 def test_static_argument_left_to_its_default():
-    """A static argument given once and left to its default once is a static_arg change."""
-    f = sf.jit(lambda x, normalize=False: x, static_argnames="normalize")
+    """A keyword-only static argument given once and left to its default once is a
+    static_arg change (such a signature takes the general path, which sees it missing)."""
+    f = sf.jit(lambda x, *, normalize=False: x, static_argnames="normalize")
     f(jnp.ones(1))
     f(jnp.ones(1), normalize=True)
     assert changes(f) == [("normalize", "static_arg", "(default)", "True")]
+
+
+def test_static_argument_default_is_its_value():
+    """Where the static hit path takes the user's parameters, a default is bound as Python
+    binds it: leaving it out and passing the default are one program, and a change is
+    explained with the default's value."""
+    f = sf.jit(lambda x, normalize=False: x, static_argnames="normalize")
+    f(jnp.ones(1))
+    f(jnp.ones(1), normalize=False)
+    assert f.compile_count == 1
+    f(jnp.ones(1), normalize=True)
+    assert changes(f) == [("normalize", "static_arg", "False", "True")]
 
 
 def _two_classes_named_state():
@@ -311,9 +324,18 @@ def test_weak_type_change_has_a_hint():
     assert "jnp.asarray(x, dtype)" in change.hint
 
 
-def test_static_passed_by_keyword_then_position_is_explained():
-    """A static argument passed by keyword after a positional call names that difference."""
+def test_static_passed_by_keyword_or_position_is_one_program():
+    """Where the static hit path takes the user's parameters, `f(x, 2)` and `f(x, n=2)`
+    bind alike: one program (plain jax.jit compiles two)."""
     f = sf.jit(lambda x, n: x * n, static_argnums=1)
+    assert f(1.0, 2) == f(1.0, n=2) == 2.0
+    assert f.compile_count == 1
+
+
+def test_static_passed_by_keyword_then_position_is_explained():
+    """On the general path (here a function with *rest), a static argument passed by
+    keyword after a positional call names that difference."""
+    f = sf.jit(lambda x, n, *rest: x * n, static_argnums=1)
     f(1.0, 2)
     f(1.0, n=2)
     (change,) = f.recompiles[0].changes

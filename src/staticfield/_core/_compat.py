@@ -59,6 +59,8 @@ FEATURES = {
                    "same programs (a mismatch hangs in the first collective)"),
     "fast_check": "",  # a faster construction check only: without it, isinstance does the work
     "bucket_lines": "sf.BucketError cannot name the source line of the operation that mixes rows",
+    "hit_path": ("a cache hit of sf.jit, and of Cls.method(obj, ...), runs one Python frame of "
+                 "staticfield's before JAX (results are the same; calls are a little slower)"),
 }
 
 PRIVATE: tuple[Private, ...] = (
@@ -88,23 +90,64 @@ PRIVATE: tuple[Private, ...] = (
     # the trace and lowering, before XLA runs (the stance refuses there).
     Private("compile_or_get_cached", "jax._src.compiler", "compile_or_get_cached",
             ("backend", "computation", "devices", "compile_options"), "no_compiles"),
+    # The C++ hit path (_jit/_front): a jit object of JAX's own kind whose miss handler is
+    # staticfield's, which answers with what a variant's jax.jit answers from its own.
+    Private("pjit_function", "jax._src.lib", "_jax.pjit",
+            ("function_name", "fun", "cache_miss", "static_argnums", "static_argnames", "global_cache_key",
+             "pytree_registry", "shard_arg_fallback", "cache"), "hit_path"),
+    Private("pjit_function_cache", "jax._src.lib", "_jax.PjitFunctionCache", None, "hit_path"),
+    Private("dispatch_registry", "jax._src.tree_util", "dispatch_registry", None, "hit_path"),
+    Private("cc_shard_arg", "jax._src.interpreters.pxla", "cc_shard_arg", None, "hit_path"),
+    Private("jitted_cache_miss", "jaxlib", "PjitFunction._cache_miss", None, "hit_path"),
+    Private("jitted_clear_cache", "jaxlib", "PjitFunction._clear_cache", None, "hit_path"),
     # Agreement between processes: jax.distributed's client, for its key-value store.
     Private("distributed_state", "jax._src.distributed", "global_state", None, "host_check"),
 )
 
 
 def _param_names(fn: Callable) -> tuple[str, ...]:
-    names = []
-    for p in inspect.signature(fn).parameters.values():
-        names.append(f"*{p.name}" if p.kind is p.VAR_POSITIONAL else p.name)
-    return tuple(names)
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = None
+    if params is None or [p.kind for p in params] == [inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD]:
+        documented = _documented_params(fn)  # a C++ function (nanobind) says them in its docstring
+        if documented is not None:
+            return documented
+        if params is None:
+            raise ValueError("no signature")
+    return tuple(f"*{p.name}" if p.kind is p.VAR_POSITIONAL else p.name for p in params)
+
+
+def _documented_params(fn: Callable) -> tuple[str, ...] | None:
+    """The parameter names in a nanobind docstring's first line, ``name(a: T, b: U = ...) -> R``."""
+    line = (getattr(fn, "__doc__", None) or "").split("\n", 1)[0]
+    start = line.find("(")
+    if start < 0:
+        return None
+    names, depth, part = [], 0, ""
+    for ch in line[start + 1:]:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            if depth == 0:
+                break
+            depth -= 1
+        if ch == "," and depth == 0:
+            names.append(part)
+            part = ""
+        else:
+            part += ch
+    names.append(part)
+    out = tuple(n.split(":")[0].split("=")[0].strip() for n in names if n.strip())
+    return out or None
 
 
 def _resolve(p: Private) -> Any:
     """The object ``p`` names; raises if JAX lacks it."""
-    if p.key == "jitted_cache_size":  # the C++ class of jax.jit's result, found without a call
+    if p.key.startswith("jitted_"):  # the C++ class of jax.jit's result, found without a call
         owner: Any = type(jax.jit(_identity))
-        return getattr(owner, "_cache_size")
+        return getattr(owner, p.attr.rpartition(".")[2])
     owner = importlib.import_module(p.module)
     for part in p.attr.split("."):
         owner = getattr(owner, part)

@@ -9,6 +9,8 @@ user's ``__eq__`` is only called against a value of the same type, inside a
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 from typing import Any
 
 import jax
@@ -107,16 +109,26 @@ def keyable(value: Any) -> Any:
     return _SafeEq(value)
 
 
-class StaticKey(int):
+class StaticKey:
     """The aux_data of an instance: its class plus its static values, by value.
 
-    It is an ``int`` subclass whose value is a hash of the class and the values,
-    so hashing it (every jit cache lookup) is ``int.__hash__``, in C, with no Python
-    call; equality is the type-strict comparison of the values. ``state`` is what
-    unflatten copies into a new instance's ``__dict__``: the frozen static values
-    by field name (the key itself is stored beside them, so it holds no reference
-    to itself).
+    Keys are *interned*: constructing a key equal (type-strictly, by ``keyable``) to a
+    live one returns that same object. So equality is identity and the hash is the
+    identity hash, both C-level (``object.__eq__``, ``object.__hash__``): JAX's C++
+    dispatch compares the keys in a cached call signature with no Python call, and a
+    dict lookup hashes one with none. ``state`` is what unflatten copies into a new
+    instance's ``__dict__``: the frozen static values by field name (the key itself is
+    stored beside them, so it holds no reference to itself).
+
+    The invariant, owned here: two live keys are the same object exactly when their
+    classes are the same and their values are type-strictly equal. ``__new__`` is the
+    only way to make one (``__reduce__`` and ``__deepcopy__`` go through it or return
+    the key itself), and it looks the values up in ``_INTERNED`` under a lock; an entry
+    goes when its key is collected, so a key made again later is a new object, equal
+    to nothing that is still alive.
     """
+
+    __slots__ = ("cls", "names", "values", "parts", "state", "__weakref__")
 
     cls: type
     names: tuple[str, ...]
@@ -126,29 +138,23 @@ class StaticKey(int):
 
     def __new__(cls, owner: type, names: tuple[str, ...], values: tuple) -> StaticKey:
         parts = tuple(keyable(v) for v in values)
-        self = super().__new__(cls, hash((owner, parts)))
-        self.cls = owner
-        self.names = names
-        self.values = values
-        self.parts = parts
-        self.state = dict(zip(names, values))
+        ident = (owner, parts)
+        with _INTERN_LOCK:
+            found = _INTERNED.get(ident)
+            if found is not None:
+                return found
+            self = object.__new__(cls)
+            self.cls = owner
+            self.names = names
+            self.values = values
+            self.parts = parts
+            self.state = dict(zip(names, values))
+            _INTERNED[ident] = self
         return self
 
-    __hash__ = int.__hash__
-
-    def __eq__(self, other: object) -> bool:
-        if self is other:
-            return True
-        if other.__class__ is not StaticKey:
-            return False
-        return (
-            int.__eq__(self, other)
-            and self.cls is other.cls  # type: ignore[attr-defined]
-            and self.parts == other.parts  # type: ignore[attr-defined]
-        )
-
-    def __ne__(self, other: object) -> bool:
-        return not self.__eq__(other)
+    __hash__ = object.__hash__
+    __eq__ = object.__eq__  # interned: equal keys are one object
+    __ne__ = object.__ne__
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{n}={v!r}" for n, v in zip(self.names, self.values))
@@ -157,11 +163,19 @@ class StaticKey(int):
     __str__ = __repr__
 
     def __reduce__(self) -> tuple:
-        # The hash of a str differs between processes, so rebuild rather than copy it.
+        # Rebuilt (interned again) where it is loaded, never copied.
         return (StaticKey, (self.cls, self.names, self.values))
+
+    def __copy__(self) -> StaticKey:
+        return self
 
     def __deepcopy__(self, memo: dict) -> StaticKey:
         return self
+
+
+# The live keys by (class, type-strict parts): see StaticKey.
+_INTERNED: weakref.WeakValueDictionary[tuple, StaticKey] = weakref.WeakValueDictionary()
+_INTERN_LOCK = threading.Lock()
 
 
 def _weak_types(value: Any) -> tuple:

@@ -84,7 +84,9 @@ class Change:
 @dataclasses.dataclass(frozen=True)
 class Recompile:
     """A trace after the first: which function, what changed (``changes``), and the
-    user's call site that caused it (``location``, ``path:line``)."""
+    user's call site that caused it (``location``, ``path:line``); for a jit_method, the
+    class of the instance it compiled for (``cls``: a method inherited by subclasses
+    counts on the class that defines it)."""
 
     function: str
     changes: list[Change]
@@ -92,10 +94,12 @@ class Recompile:
     location: str = ""
     note: str = ""  # why the same arguments were traced again, when no change explains it
     store: str = ""  # with a program store set: why it had no program for this call
+    cls: str = ""  # a jit_method's: the class of the instance it compiled for
 
     def __str__(self) -> str:
         store = f"\n  ({self.store})" if self.store else ""
-        return f"{self.function} recompiled (compile #{self.compile_number}){self.reasons()}{store}"
+        on = f", for {self.cls}" if self.cls and not self.function.startswith(self.cls + ".") else ""
+        return f"{self.function} recompiled (compile #{self.compile_number}{on}){self.reasons()}{store}"
 
     def reasons(self) -> str:
         """`` because:`` and one indented line per change (or why there is none)."""

@@ -23,7 +23,7 @@ from typing_extensions import Concatenate, ParamSpec
 from . import _auto
 from ._args import qualname, resolve_static, signature_parts
 from .._buckets import bucket_spec
-from ._bound import ClassView, JitMethod
+from ._bound import JitMethod, make_method
 from ._engine import JitFunction
 from ._hitpath import public_function
 from .._core._spec import SPECS
@@ -185,7 +185,7 @@ def jit(fn: Callable | None = None, /, *, max_compiles: int | None = None, warn_
         return _shared(fn, options, lambda: _auto.AutoJit(public_function(JitFunction(
             _auto.traced(fn), jit_kwargs, max_compiles, warn_compiles, method=False, rebuild=_unpickle)), fn))
     if (type(fn) in SPECS and isinstance(type(fn).__dict__.get("__call__") or getattr(type(fn), "__call__", None),
-                                          (JitMethod, ClassView))
+                                          JitMethod)
             and not jit_kwargs and max_compiles is None):
         # its __call__ is already an @sf.jit_method: the bound method is that jit
         return fn.__call__
@@ -247,5 +247,5 @@ def jit_method(fn: Callable | None = None, /, *, max_compiles: int | None = None
         )
     jit_kwargs = dict(jit_kwargs)
     buckets = bucket_spec(fn, qualname(fn), jit_kwargs, resolve_static(fn, jit_kwargs)[2])
-    return JitMethod(JitFunction(fn, jit_kwargs, max_compiles, warn_compiles, method=True, rebuild=_unpickle,
+    return make_method(JitFunction(fn, jit_kwargs, max_compiles, warn_compiles, method=True, rebuild=_unpickle,
                                  deps=deps, buckets=buckets))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 import weakref
 from typing import Any
 
@@ -20,7 +21,7 @@ import jax
 
 from .._core import _compat
 from ._args import qualname
-from ._engine import JitFunction
+from ._engine import JitFunction, hit_callable
 from .._core._deep import rebuild
 from .._core._spec import SPECS
 from .._core._state import cache_binding, flat
@@ -31,30 +32,40 @@ from .._core._traceback import hide
 _SLOTS = itertools.count()
 
 
-class JitMethod:
-    """The class attribute made by ``@sf.jit_method``.
+class JitMethod(property):
+    """The class attribute made by ``@sf.jit_method``: a C-level ``property``.
 
-    ``Cls.method`` is this object: callable as ``Cls.method(obj, ...)``, and carrying
-    the counters of its engine (``compile_count``, ``cache_size()``, ``recompiles``,
-    ``lower``). ``obj.method`` is a ``BoundMethod``.
+    ``obj.method`` runs no Python once the instance is bound: ``property.__get__`` (C)
+    calls ``operator.attrgetter(slot)`` (C), which finds the instance's binding in its
+    ``__dict__``. The first read on an instance misses there and reaches ``BindingSlot``,
+    the class attribute under ``slot`` (a non-data descriptor), which binds the instance
+    once and caches the binding under ``slot``. The property is found on the class at
+    every ``obj.method``, so replacing, mocking or deleting the method on the class takes
+    effect at once.
+
+    ``Cls.method`` is this object: callable as ``Cls.method(obj, ...)`` (its per-method
+    class's ``__call__`` is the engine's hit path itself, so no frame of ours runs before
+    it), and carrying the counters of its engine (``compile_count``, ``cache_size()``,
+    ``recompiles``, ``lower``). Its counters follow the definition: ``Sub.method`` is
+    ``Base.method``, and each ``sf.Recompile`` names the class that compiled.
     """
 
     def __init__(self, engine: JitFunction) -> None:
+        fn = engine.fn
         self._jit = engine
         self._name: str | None = None
         # Where an instance keeps its binding: unique per descriptor, never reused.
         self._slot = f"_staticfield_bound_{next(_SLOTS)}"
-        # Without static arguments the variant depends on the instance alone: bind to it.
+        # Without static arguments the binding depends on the instance alone: cache it.
         self._variants = engine.variants if engine.fast else None
-        fn = engine.fn
+        # Until __set_name__ puts the slot's descriptor on a class, bind in Python (a
+        # method assigned to a class after its creation still works, a frame slower).
+        property.__init__(self, self._bind, None, None, fn.__doc__)
         # The user's function, as doctest, Sphinx and IDEs should see it.
         self.__name__ = getattr(fn, "__name__", "method")
         self.__qualname__ = qualname(fn)
         self.__module__ = getattr(fn, "__module__", None)  # type: ignore[assignment]
-        self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
-        if getattr(fn, "__isabstractmethod__", False):  # @sf.jit_method over @abc.abstractmethod
-            self.__isabstractmethod__ = True
         self._bound_cls = _bound_class(fn, engine)
         # obj.method.__func__, as for a plain bound method (held so that it is not a descriptor)
         self._bound_cls.method = staticmethod(self)
@@ -69,57 +80,39 @@ class JitMethod:
         self._owner = owner
         self._jit.attr_name = name
         self._jit.owner = owner
-
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        try:
-            bound = obj.__dict__.get(self._slot)  # the hit: one frame, one lookup
-        except AttributeError:
-            if obj is not None:
-                raise
-            return self._on_class(owner)
-        if bound is None:  # a new instance (e.g. from unflatten): bind it, without raising
-            return self._bind(obj)
-        return bound
-
-    def _on_class(self, owner: type | None) -> Any:
-        """``Cls.method``: this object; ``Sub.method``: a view counting ``Sub``'s compiles."""
-        defining = self.__dict__.get("_owner")
-        if owner is None or defining is None or owner is defining:
-            return self
-        return self._view(owner)
+        if owner is not None and (self._variants is not None or self._jit.bound_call is not None):
+            if not isinstance(owner.__dict__.get(self._slot), BindingSlot):  # type: ignore[union-attr]
+                setattr(owner, self._slot, BindingSlot(self))
+            # from now on obj.method is C all the way: the cached binding, or BindingSlot
+            property.__init__(self, operator.attrgetter(self._slot), None, None, self._jit.fn.__doc__)
 
     def _bind(self, obj: Any) -> Any:
         cls = self._bound_cls
         variants = self._variants
-        if variants is None:  # static arguments: the variant depends on each call's arguments
-            return _make(cls, None, self._jit.call, obj)
         engine = self._jit
-        if engine.bound_call is not None:  # deps="read": the key's program may change
-            children, key = obj._staticfield_deep
+        if engine.bound_call is not None:  # deps="read" or static arguments: (children, key, ...)
+            children, key = obj._staticfield_deep if engine.deps is not None else obj._staticfield_flat
             bound = _make(cls, key, engine.bound_call, children, key)
             bound.ref = _weak(obj)
             return cache_binding(obj, self._slot, bound)
+        if variants is None:
+            # buckets=, deps="read" with static arguments, or a signature the static hit path
+            # cannot take: the binding holds obj, so it is not cached (that would be a cycle)
+            return _make(cls, None, engine.call, obj)
         try:
             children, key = obj._staticfield_flat
-            jitted = variants[key][0]
-        except (KeyError, AttributeError):
+            jitted = variants[key][0]  # type: ignore[index]
+        except (KeyError, AttributeError, TypeError):
             jitted, children = engine.method_miss(obj)
             key = flat(obj)[1]
-        bound = _make(cls, key, jitted, children)
+        bound = _make(cls, key, hit_callable(jitted), children)
         bound.ref = _weak(obj)
         return cache_binding(obj, self._slot, bound)  # immutable: bind once
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("_jit", "_owner", "_views"):
+        if name.startswith("__") or name in ("_jit", "_owner", "_slot", "_variants", "_bound_cls", "_name"):
             raise AttributeError(name)
         return getattr(self._jit, name)
-
-    def _view(self, cls: type) -> ClassView:
-        views = self.__dict__.setdefault("_views", {})
-        view = views.get(cls)
-        if view is None:
-            view = views[cls] = ClassView(self, cls)
-        return view
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in TRACKER_SETTINGS:  # the budget and warning threshold live in the tracker
@@ -128,69 +121,53 @@ class JitMethod:
         else:
             object.__setattr__(self, name, value)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return self._jit.call(*args, **kwargs)
-        except Exception as exc:
-            hide(exc)
-            raise
-
     def __repr__(self) -> str:
         return repr(self._jit)
 
 
-class ClassView:
-    """``Sub.method`` for a jit_method inherited from a base: the same method, with the
-    counters of ``Sub``'s instances only (the base's attribute keeps the total)."""
+def make_method(engine: JitFunction) -> JitMethod:
+    """An ``@sf.jit_method``: a ``JitMethod`` of a class of its own, whose ``__call__`` is the
+    engine's hit path (``Cls.method(obj, ...)`` calls it directly), whose ``__doc__`` is the
+    user's, and which is abstract where the user's function is."""
+    fn = engine.fn
+    namespace: dict[str, Any] = {"__call__": staticmethod(engine.call), "__doc__": fn.__doc__,
+                                 "__module__": JitMethod.__module__, "__qualname__": "JitMethod"}
+    if getattr(fn, "__isabstractmethod__", False):  # @sf.jit_method over @abc.abstractmethod
+        namespace["__isabstractmethod__"] = True
+    cls = type("JitMethod", (JitMethod,), namespace)
+    if engine.front is not None:  # past FRONT_VARIANTS variants, Cls.method takes the Python path
+        home = weakref.ref(cls)
 
-    def __init__(self, method: JitMethod, cls: type) -> None:
-        self._method, self._cls = method, cls
-        self.__name__, self.__qualname__ = method.__name__, f"{cls.__qualname__}.{method.__name__}"
-        self.__module__, self.__doc__, self.__wrapped__ = method.__module__, method.__doc__, method.__wrapped__
+        def leave_front() -> None:
+            owner = home()
+            if owner is not None:
+                owner.__call__ = staticmethod(engine.python_call)  # type: ignore[method-assign]
 
-    @property
-    def compile_count(self) -> int:
-        counts = self._method._jit.tracker.by_class.get(self._cls)
-        return counts.compile_count if counts is not None else 0
-
-    @property
-    def recompiles(self) -> list:
-        counts = self._method._jit.tracker.by_class.get(self._cls)
-        return list(counts.recompiles) if counts is not None else []
-
-    def cache_size(self) -> int:
-        """JAX's count of compiled executables of this class's variants."""
-        programs = {
-            id(jitted): jitted for vkey, (jitted, _) in list(self._method._jit.variants.items())
-            if _key_class(vkey) is self._cls
-        }
-        return sum(_compat.cache_size(jitted) for jitted in programs.values())
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return self._method(*args, **kwargs)
-        except Exception as exc:
-            hide(exc)
-            raise
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("_method", "_cls"):
-            raise AttributeError(name)
-        return getattr(self._method, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in TRACKER_SETTINGS:
-            setattr(self._method, name, value)
-        else:
-            object.__setattr__(self, name, value)
-
-    def __repr__(self) -> str:
-        return f"<sf.jit_method {self.__qualname__}: {self.compile_count} compile(s)>"
+        engine.leave_front = leave_front
+    return cls(engine)  # type: ignore[no-any-return]
 
 
-def _key_class(vkey: Any) -> type | None:
-    key = vkey[0] if isinstance(vkey, tuple) and vkey else vkey
-    return getattr(key, "cls", None)
+class BindingSlot:
+    """The class attribute under a ``JitMethod``'s slot: binds an instance on its first
+    ``obj.method`` and caches the binding in the instance's ``__dict__``, where every later
+    read finds it first (this is a non-data descriptor), with no Python."""
+
+    __slots__ = ("method",)
+
+    def __init__(self, method: JitMethod | None) -> None:
+        self.method = method
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        if self.method is None:  # unpickled with its class: the method was rebuilt
+            raise AttributeError("an unbound staticfield slot")
+        return self.method._bind(obj)
+
+    def __reduce__(self) -> Any:
+        # cloudpickle of a class by value: the method pickles as sf.jit_method(fn, ...) and
+        # binds in Python in the new process (its __set_name__ does not run again there)
+        return BindingSlot, (None,)
 
 
 class BoundMethod(functools.partial):
@@ -327,12 +304,13 @@ def _unflatten(aux: tuple, children: Any) -> BoundMethod:
     if key is None:
         return _make(cls, None, engine.call, children[0])
     children = tuple(children)
-    if engine.bound_call is not None:  # deps="read"
+    if engine.bound_call is not None:  # deps="read", static arguments
         return _make(cls, key, engine.bound_call, children, key)
     entry = engine.variants.get(key)
     if entry is None:  # e.g. after the variants were rebuilt: make it again from the instance
-        return _make(cls, key, engine.method_miss(SPECS[key.cls].unflatten(key, children))[0], children)
-    return _make(cls, key, entry[0], children)
+        return _make(cls, key, hit_callable(engine.method_miss(SPECS[key.cls].unflatten(key, children))[0]),
+                     children)
+    return _make(cls, key, hit_callable(entry[0]), children)
 
 
 jax.tree_util.register_pytree_with_keys(

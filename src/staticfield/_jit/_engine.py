@@ -25,12 +25,14 @@ from ._args import check_jit_kwargs, qualname, resolve_donation, resolve_static
 from .._deps._share import Deps, check_deps
 from .._core._errors import RecompileError, article
 from ._hints import add_hint
-from ._hitpath import deps_bound_call, deps_method_call, general_call, method_call
+from .._core import _front
+from ._hitpath import (deps_bound_call, deps_method_call, front_miss, general_call, method_call, plain_positional,
+                       static_call, static_parameters)
 from .._core._keys import StaticArgKey
 from .._core._spec import SPECS
 from .._core._state import flat
 from .._core._traceback import hide
-from .._store import Hooks, stored
+from .._store import Hooks, StoredJit, stored
 from .._buckets import BucketSpec
 from ._tracker import (
     TRACKER_COUNTERS,
@@ -49,6 +51,9 @@ logger = logging.getLogger("staticfield")
 ENGINES: "weakref.WeakSet[JitFunction]" = weakref.WeakSet()
 
 _OWN_KWARGS = ("static_argnums", "static_argnames")
+
+# How many static variants a C++ front serves (see JitFunction._variant_added).
+FRONT_VARIANTS = 16
 
 _NO_INSTANCE = (
     "{name}() takes an instance of {cls} as `self`, got {got}: it was called on the class "
@@ -118,16 +123,39 @@ class JitFunction(Programs):
                              fn, self.tracker.function)
         elif deps == "read":
             self.rest_deps = RestDeps(self)
+        # Static arguments: one type-strict lookup per hit (_hitpath.static_call), where the
+        # signature lets a hit path take the user's parameters; else the general path.
+        self._fast: dict[tuple, Any] = {}
+        static_params = (static_parameters(fn, skip_self=method)
+                         if self.has_static and buckets is None and self.rest_deps is None else None)
+        static = {i for i, n in enumerate(static_params[0]) if i in self.static_pos or n in self.static_names} \
+            if static_params is not None else set()
         self.call: Callable[..., Any] = (
             self.rest_deps.call if self.rest_deps is not None
+            else static_call(fn, *static_params, static, self._fast, self.static_miss) if static_params
             else general_call(self.prepare) if not self.fast
             else method_call(self.fn, self.variants, self.method_miss) if self.deps is None
             else deps_method_call(self.fn, self.variants, self.deps.retry)
         )
         if buckets is not None and method:  # sf.jit wraps its own hit path (_hitpath.public_function)
             self.call = buckets.front(self.call)
-        # deps="read": obj.method is partial(bound_call, children, key), looked up on each call.
-        self.bound_call = deps_bound_call(fn, self.variants, self.deps.retry) if self.deps else None
+        # Cls.method(obj, ...) of a method without static arguments: JAX's C++ dispatch in
+        # front of the variants (_front), with this Python path under jax.disable_jit().
+        self.front: Any = None
+        self.python_call = self.call  # the hit path without a front (after FRONT_VARIANTS variants)
+        self.leave_front: Callable[[], None] | None = None  # set by whoever calls the front
+        if self.fast and self.deps is None and buckets is None:
+            params = plain_positional(fn)
+            self.front = self.make_front(self.call, front_miss(fn, params, self.method_front_miss, skip_self=True))
+            if self.front is not None:
+                self.call = self.front
+        # obj.method's binding calls bound_call(children, key, ...): with deps="read" (the
+        # key's program may change, so it is looked up on each call) and with static arguments.
+        self.bound_call = (
+            deps_bound_call(fn, self.variants, self.deps.retry) if self.deps
+            else static_call(fn, *static_params, static, self._fast, self.static_miss, bound=True)
+            if static_params and method else None
+        )
         ENGINES.add(self)
 
     # ----- the general path (static arguments) ---------------------------------------
@@ -168,6 +196,66 @@ class JitFunction(Programs):
             dyn[i] = flat(args[i])[0]
         return jitted, dyn, kwargs
 
+    # ----- the C++ hit path's misses (see _front) -----------------------------------------
+    def make_front(self, fun: Callable[..., Any], miss: Callable[..., Any]) -> Any:
+        """A C++ jit object in front of the variants (``None`` on a JAX without one)."""
+        made = _front.front(getattr(self.fn, "__name__", "fn"), fun, miss)
+        if made is not None:
+            for name in ("__module__", "__name__", "__qualname__", "__doc__"):
+                try:
+                    setattr(made, name, getattr(self.fn, name))
+                except (AttributeError, TypeError):
+                    pass
+            made.__wrapped__ = self.fn
+            self.front = made
+        return made
+
+    def _variant_added(self) -> None:
+        """Under ``_lock``, after a new variant: past ``FRONT_VARIANTS`` of them, calls leave
+        the front for the Python path, which finds the variant by its key in one hashed
+        lookup (JAX's C++ cache does not hash pytree metadata, so it would compare every
+        cached variant's key in turn on each hit)."""
+        if self.leave_front is not None and len(self.variants) > FRONT_VARIANTS:
+            leave, self.leave_front = self.leave_front, None
+            leave()
+            _front.clear(self.front)
+
+    def front_miss(self, args: tuple, kwargs: dict) -> Any:
+        """``sf.jit``'s front missed: choose the variant as the Python path would, and
+        answer with what its ``jax.jit`` answers from JAX's miss handler."""
+        parts: list[Any] = []
+        dyn = list(args)
+        for i, a in enumerate(args):
+            if a.__class__ in SPECS:
+                dyn[i], key = flat(a)
+                parts.append(key)
+            else:
+                parts.append(None)
+        vkey = tuple(parts)
+        try:
+            jitted, _ = self.variants[vkey]
+        except KeyError:
+            jitted, _ = self.general_miss(vkey, args, parts)
+        return self._answer(jitted, dyn, kwargs)
+
+    def method_front_miss(self, args: tuple, kwargs: dict) -> Any:
+        """``Cls.method(obj, ...)``'s front missed: ``obj``'s variant's answer."""
+        jitted, children = self.method_miss(args[0])
+        return self._answer(jitted, (children, *args[1:]), kwargs)
+
+    @staticmethod
+    def _answer(jitted: Any, dyn: Any, kwargs: dict) -> Any:
+        return _front.jax_miss(hit_callable(jitted), dyn, kwargs)
+
+    def static_miss(self, args: tuple, fast_key: tuple | None) -> Any:
+        """The static-argument hit path's miss: the general path; then, where the call's
+        static values allow a type-strict ``fast_key``, that key serves the next hit."""
+        jitted, dyn, kwargs = self.prepare(args, {})
+        out = jitted(*dyn, **kwargs)
+        if fast_key is not None:  # only after a call that worked: its variant stays
+            self._fast.setdefault(fast_key, hit_callable(jitted))
+        return out
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return self.call(*args, **kwargs)
@@ -189,6 +277,7 @@ class JitFunction(Programs):
                 entry = self.variants.get(key)
                 if entry is None:
                     entry = self.variants[key] = (self._make_method_jitted(key), (0,))
+                    self._variant_added()
         return entry[0], children
 
     def general_miss(self, vkey: tuple, args: tuple, parts: list) -> tuple[Any, tuple]:
@@ -204,6 +293,7 @@ class JitFunction(Programs):
             split = tuple(i for i, entry in layout.items() if isinstance(entry, Split))
             static_kwargs = tuple((name, key.raw) for name, key in parts[len(args):])
             entry = self.variants[vkey] = (self._make_jitted(vkey, layout, static_kwargs), split)
+            self._variant_added()
             return entry
 
     def variant(self, vkey: Any) -> Any:
@@ -361,6 +451,12 @@ class JitFunction(Programs):
     def __repr__(self) -> str:
         kind = "jit_method" if self.method else "jit"
         return f"<sf.{kind} {qualname(self.fn)}: {self.tracker.compile_count} compile(s)>"
+
+
+def hit_callable(jitted: Any) -> Any:
+    """What a hit path calls for a variant: its ``jax.jit``, or with a program store its
+    ``StoredJit``'s C++ front (so stored programs, too, run with no Python on a hit)."""
+    return jitted.dispatch() if isinstance(jitted, StoredJit) else jitted
 
 
 class _VariantHooks(Hooks):

@@ -11,10 +11,12 @@ is in ``linecache``. This module writes into no one's state.
 from __future__ import annotations
 
 import functools
+import inspect
 import types
+import weakref
 from typing import Any, Callable
 
-from ._args import qualname, signature_parts, wrong_call
+from ._args import call_signature, qualname, signature_parts, wrong_call
 from .._deps._share import Abort
 from .._core._gen import compile_functions
 from .._core._spec import SPECS
@@ -179,18 +181,31 @@ def public_function(engine: Any) -> Callable[..., Any]:
     (children, key), one dict lookup, then JAX.
     """
     fn = engine.fn
-    more: list[str] = []
-    if engine.has_static:
-        lines = ["def call(*args, **kwargs):", "    return general(*args, **kwargs)"]
+    front = None
+    if engine.has_static:  # the engine's own static-argument hit path, called directly
+        call = engine.call
     else:
-        lines, more = _plain_lines(plain_positional(fn, skip_self=False))
-    lines = _hiding(lines) + more
-    namespace = {"SPECS": SPECS, "variants": engine.variants, "miss": engine.general_miss, "general": engine.call,
-                 "hide": hide, "__sf_plain": None, "__sf_type": type, "__sf_Array": ARRAY}
-    call = compile_functions(lines, ["call"], namespace, what=f"sf.jit hit path of {qualname(fn)}")["call"]
+        params = plain_positional(fn, skip_self=False)
+        lines, more = _plain_lines(params)
+        namespace = {"SPECS": SPECS, "variants": engine.variants, "miss": engine.general_miss,
+                     "hide": hide, "__sf_plain": None, "__sf_type": type, "__sf_Array": ARRAY}
+        call = _as_user(compile_functions(_hiding(lines) + more, ["call"], namespace,
+                                          what=f"sf.jit hit path of {qualname(fn)}")["call"], fn)
+        if engine.bucket_spec is None:  # JAX's C++ dispatch in front; `call` under disable_jit
+            front = engine.make_front(call, front_miss(fn, params, engine.front_miss, skip_self=False))
     if engine.bucket_spec is not None:  # buckets=: pad, this hit path, slice
         call = engine.bucket_spec.front(_as_user(call, fn))
-    wrapper = JitWrapper(_as_user(call, fn))
+    wrapper = JitWrapper(front if front is not None else _as_user(call, fn))
+    if front is not None:  # past FRONT_VARIANTS variants, calls take the Python path
+        home = weakref.ref(wrapper)
+        python = _as_user(call, fn)
+
+        def leave_front() -> None:
+            public = home()
+            if public is not None:
+                public.__setstate__((python, (), {}, public.__dict__))
+
+        engine.leave_front = leave_front
     state = engine.tracker.__dict__
     state.update({k: v for k, v in getattr(fn, "__dict__", {}).items() if not k.startswith("__staticfield")})
     state.update(
@@ -198,7 +213,7 @@ def public_function(engine: Any) -> Callable[..., Any]:
         trace=engine.trace, eval_shape=engine.eval_shape, clear_cache=engine.clear_cache,
         precompile=engine.precompile, buckets=engine.buckets,
     )
-    state["__source__"] = call.__source__  # type: ignore[attr-defined]
+    state["__source__"] = getattr(call, "__source__", None)
     wrapper.__dict__ = state
     for name in functools.WRAPPER_ASSIGNMENTS:  # as functools.wraps: __annotations__ too
         if hasattr(fn, name):
@@ -312,3 +327,100 @@ def deps_bound_call(fn: Callable, variants: dict, retry: Callable[..., Any]) -> 
                  "rebuild": rebuild, "__sf_wrong_call": wrong_call, "__sf_fn": fn}
     call = compile_functions(lines, ["call"], namespace, what=f"deps bound method of {qualname(fn)}")["call"]
     return _as_user(call, fn)
+
+
+# Static values whose (type, value) pair is their type-strict key: equal pairs give equal
+# StaticArgKeys (floats are not here: their key tells -0.0 from 0.0 and makes NaNs equal).
+_ATOMIC = frozenset({int, str, bool, bytes, type(None)})
+
+
+def static_parameters(fn: Callable, skip_self: bool) -> tuple[list[str], dict[str, Any]] | None:
+    """The parameter names (``self`` included) and their defaults, when every parameter is
+    positional-or-keyword, so that a generated static-argument hit path can take exactly
+    the user's parameters; ``None`` otherwise (the general path serves such functions)."""
+    try:
+        params = call_signature(fn).parameters
+    except (TypeError, ValueError):
+        return None
+    kinds = inspect.Parameter
+    names = list(params)
+    if any(p.kind is not kinds.POSITIONAL_OR_KEYWORD for p in params.values()) or (skip_self and not names):
+        return None
+    generated = {f"{p}{i}" for p in "ck" for i in range(len(names))}
+    if any(not n.isidentifier() or n.startswith("__") or n in _GENERATED_NAMES or n in generated
+           for n in names):
+        return None
+    return names, {n: p.default for n, p in params.items() if p.default is not p.empty}
+
+
+def static_call(fn: Callable, names: list[str], defaults: dict[str, Any], static: set[int],
+                fast: dict, slow: Callable[[tuple, Any], Any], bound: bool = False) -> Callable[..., Any]:
+    """The hit path of a function with static arguments: one type-strict lookup.
+
+    Each static argument whose type is in ``_ATOMIC`` enters the lookup key as
+    ``(type, value)``; each other argument as its instance key, or ``None``. ``fast`` maps
+    such a key to the variant's ``jax.jit``, which takes each instance's children, ``None``
+    at static positions and every other argument as it is. A static value of another type,
+    or a key not yet in ``fast``, takes ``slow((args...), key)``: the general path, which
+    fills ``fast`` after a call that worked. With ``bound`` (``obj.method`` of a jit_method)
+    the first two parameters are ``self``'s children and key, as the binding carries them.
+    """
+    user = names[1:] if bound else names
+    params = [f"{n}=__sf_d_{n}" if n in defaults else n for n in user]
+    if bound:
+        signature = ", ".join(["__sf_c", "__sf_k", *params, "*__sf_extra"])
+    else:
+        signature = ", ".join(params)
+    lines = [f"def call({signature}):"]
+    if bound:
+        forward = ", ".join(user)
+        lines += ["    if __sf_extra:",
+                  f"        __sf_wrong_call(__sf_fn, (None, {forward}{', ' if forward else ''}*__sf_extra), {{}})"]
+    atomic = [f"{names[i]}.__class__ in __sf_ATOMIC" for i in sorted(static)]
+    lines.append(f"    if {' and '.join(atomic) or 'True'}:")
+    key: list[str] = []
+    dyn: list[str] = []
+    for i, name in enumerate(names):
+        if i in static:
+            key += [f"{name}.__class__", name]
+            dyn.append("None")
+        elif bound and i == 0:
+            key.append("__sf_k")
+            dyn.append("__sf_c")
+        else:
+            lines += [f"        if {name}.__class__ in SPECS:",
+                      f"            c{i}, k{i} = {name}.{FLAT_ATTR}",
+                      "        else:",
+                      f"            c{i} = {name}; k{i} = None"]
+            key.append(f"k{i}")
+            dyn.append(f"c{i}")
+    args = ", ".join(["__sf_rebuild(__sf_k, __sf_c)" if bound and i == 0 else n for i, n in enumerate(names)])
+    lines += [
+        f"        __sf_key = ({', '.join(key)},)",
+        "        __sf_j = __sf_get(__sf_key)",
+        "        if __sf_j is not None:",
+        f"            return __sf_j({', '.join(dyn)})",
+        f"        return __sf_slow(({args},), __sf_key)",
+        f"    return __sf_slow(({args},), None)",
+    ]
+    namespace = {"SPECS": SPECS, "__sf_ATOMIC": _ATOMIC, "__sf_get": fast.get, "__sf_slow": slow, "hide": hide,
+                 "__sf_rebuild": rebuild, "__sf_wrong_call": wrong_call, "__sf_fn": fn,
+                 **{f"__sf_d_{n}": v for n, v in defaults.items()}}
+    what = f"{'bound ' if bound else ''}static-argument hit path of {qualname(fn)}"
+    call = compile_functions(_hiding(lines), ["call"], namespace, what=what)["call"]
+    return _as_user(call, fn)
+
+
+def front_miss(fn: Callable, params: list[str] | None, miss: Callable[[tuple, dict], Any],
+               skip_self: bool) -> Callable[..., Any]:
+    """What JAX's C++ dispatch calls on a miss (see ``_front``): ``miss(args, kwargs)``,
+    through a function with the user's parameters where they are plain positional ones, so
+    that a wrong call fails as the user's function would, naming it."""
+    if params is None or len(params) > 16:
+        lines = ["def call(*args, **kwargs):", "    return miss(args, kwargs)"]
+    else:
+        names = [_self_name(fn), *params] if skip_self else params
+        lines = [f"def call({', '.join(names)}):", f"    return miss(({''.join(n + ', ' for n in names)}), {{}})"]
+    namespace = {"miss": miss, "hide": hide}
+    call = compile_functions(_hiding(lines), ["call"], namespace, what=f"C++ hit path's miss of {qualname(fn)}")
+    return _as_user(call["call"], fn)

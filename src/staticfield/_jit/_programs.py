@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .._core import _compat
+from .._core import _front
 from .._store import StoredJit
 
 
@@ -26,6 +27,7 @@ class Programs:
     tracker: Any
     prepare: Callable[[tuple, dict], tuple[Any, list, dict]]
     method_miss: Callable[[Any], tuple[Any, tuple]]
+    front: Any  # JAX's C++ dispatch in front of the variants (_front), or None
 
     def _jax_call(self, args: tuple, kwargs: dict) -> tuple[Any, list, dict]:
         if not self.fast:
@@ -66,6 +68,8 @@ class Programs:
         and ``max_compiles`` counts the programs compiled from now on."""
         for jitted in self.programs():
             jitted.clear_cache()
+        if self.front is not None:
+            _front.clear(self.front)
         self.tracker.programs_cleared()
 
     def programs(self) -> list[Any]:
@@ -84,8 +88,13 @@ class Programs:
     def cache_size(self) -> int:
         """JAX's count of compiled executables over all static variants (with a program
         store, the programs each variant keeps)."""
-        return sum(j._cache_size() if isinstance(j, StoredJit) else _compat.cache_size(j)
-                   for j in self.programs())
+        programs = self.programs()
+        if any(isinstance(j, StoredJit) for j in programs):  # the programs each variant keeps
+            return sum(j._cache_size() if isinstance(j, StoredJit) else _compat.cache_size(j) for j in programs)
+        # the C++ front's entries (sf.jit, Cls.method), each a variant's program, and the
+        # variants' own (obj.method)
+        return (sum(_compat.cache_size(j) for j in programs)
+                + (_front.cache_size(self.front) if self.front is not None else 0))
 
 
 def aot(jitted: Any, what: str) -> Callable[..., Any]:

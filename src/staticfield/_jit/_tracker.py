@@ -94,19 +94,11 @@ class Ticket:
     annotate: Callable[[Recompile], Recompile] | None = None
 
 
-@dataclasses.dataclass
-class ClassCounts:
-    """A jit_method's compiles for ``self`` of one class (``Sub.method.compile_count``)."""
-
-    compile_count: int = 0
-    recompiles: list = dataclasses.field(default_factory=list)
-
-
 class Tracker:
     """Counters, budget and explanation history of one jitted function."""
 
     __slots__ = ("__dict__", "function", "_lock", "_history", "_by_structure", "_pending", "_live_base",
-                 "_live_programs", "by_class")
+                 "_live_programs")
 
     compile_count: int
     load_count: int
@@ -128,7 +120,6 @@ class Tracker:
         self._by_structure: dict[tuple, collections.deque] = {}
         self._pending: list[Ticket] = []
         self._live_base = 0  # compile_count when the programs were last cleared
-        self.by_class: dict[type, ClassCounts] = {}
 
     # ----- one trace ------------------------------------------------------------------
     def begin(self, description: dict[str, tuple] | None, cls: type | None = None,
@@ -184,14 +175,10 @@ class Tracker:
             if n > 1 and event is None:  # a trace reserved as first failed before this one
                 event = self._explain(ticket.description, n, ticket.location, ticket.annotate)
             if n > 1 and event is not None:
-                event = dataclasses.replace(event, compile_number=n)
+                event = dataclasses.replace(event, compile_number=n,
+                                            cls=ticket.cls.__qualname__ if ticket.cls is not None else "")
                 self.recompiles.append(event)
             self._remember(ticket.description)
-            if ticket.cls is not None:
-                counts = self.by_class.setdefault(ticket.cls, ClassCounts())
-                counts.compile_count += 1
-                if counts.compile_count > 1 and event is not None:
-                    counts.recompiles.append(event)
             warn = self._threshold_reached(n)
         if event is not None and n > 1:
             if jax.config.jax_explain_cache_misses and any(c.kind in _NEW_VARIANT for c in event.changes):

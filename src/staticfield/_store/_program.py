@@ -38,7 +38,7 @@ from typing import Any, Callable, Protocol
 
 import jax
 
-from .._core import _compat
+from .._core import _compat, _front
 from .._core._errors import STORE_CHECK, RecompileError, StaticFieldWarning, StoreCheckError
 from .._core._keys import StaticArgKey, StaticKey
 from . import _digest, _entries, _key, _misses, _records, _sources
@@ -94,18 +94,36 @@ class StoredJit:
         self.programs: dict[Any, Any] = {}
         self._lock = threading.Lock()
         self._static: dict[str, Any] = {}  # per variant: options, statics, function identity
+        # JAX's C++ dispatch in front (see _core._front): a miss asks the store for the call's
+        # program (self.answer), and JAX's C++ cache then runs that program on every hit.
+        self.front = _front.front(_name(fn), self.__call__, self.answer)
 
     def __call__(self, *dyn: Any, **kwargs: Any) -> Any:
         if jax.config.jax_disable_jit:  # jax.jit runs the function eagerly
             return self.jitted(*dyn, **kwargs)
+        program = self._program_for(dyn, kwargs)
+        return program(*dyn, **kwargs)
+
+    def answer(self, *dyn: Any, **kwargs: Any) -> Any:
+        """The front's miss: the call's program (as ``__call__`` chooses it) and its answer
+        from JAX's miss handler, fast-path data included (see ``_core._front``)."""
+        return _front.jax_miss(self._program_for(dyn, kwargs), dyn, kwargs)
+
+    def dispatch(self) -> Any:
+        """What a hit path calls: the C++ front, or this object on a JAX without one."""
+        return self.front if self.front is not None else self
+
+    def _program_for(self, dyn: tuple, kwargs: dict) -> Any:
+        """The program for this call: kept, loaded or compiled (``self.jitted`` itself under
+        another function's trace, where JAX inlines it, or for values that are not arrays)."""
         leaves, tree = jax.tree_util.tree_flatten((dyn, kwargs))
         sig = (tree, _key.signature(leaves), _trace_context())
-        if None in sig[1]:  # inside another function's trace (JAX inlines it there), or not arrays
-            return self.jitted(*dyn, **kwargs)
+        if None in sig[1]:
+            return self.jitted
         program = self.programs.get(sig)
         if program is None:
             program = self.program(sig, dyn, kwargs)
-        return program(*dyn, **kwargs)
+        return program
 
     def precompile(self, *dyn: Any, **kwargs: Any) -> bool:
         """Load or compile (and store) the program for these arguments (as ``jax.jit``'s
@@ -129,6 +147,8 @@ class StoredJit:
         with self._lock:
             self.programs.clear()
         self.jitted.clear_cache()
+        if self.front is not None:
+            _front.clear(self.front)
 
     def _cache_size(self) -> int:
         return len(self.programs) + _compat.cache_size(self.jitted)

@@ -1,0 +1,335 @@
+"""No Python on a cache hit (DESIGN.md, `@sf.jit_method` / `sf.jit`: "Speed", "Scale",
+"Memory"): how many Python calls a hit makes, that a hit never blocks, that a binding
+never keeps its instance, and that the C++ hit path gives what the Python path and
+plain ``jax.jit`` give, including on a JAX without it (the fallback)."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import warnings
+import weakref
+
+import hypothesis.strategies as st
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+import staticfield as sf
+from staticfield._core import _front
+
+HITS = 10_000
+
+
+@sf.dataclass
+class Layer:
+    w: jax.Array
+    scale: sf.Static[int] = 1
+
+
+@sf.dataclass
+class Model:
+    w: jax.Array
+    layers: list
+    n: sf.Static[int] = 2
+    mode: sf.Static[str] = "a"
+
+    @sf.jit_method
+    def step(self, x):
+        for layer in self.layers:
+            x = x * layer.w + layer.scale
+        return self.w * x + self.n
+
+    @sf.jit_method(deps="read")
+    def read_step(self, x):
+        return self.w * x + self.n
+
+    @sf.jit_method(static_argnames=("k",))
+    def static_step(self, x, k):
+        return self.w * x + k
+
+    @sf.jit_method
+    def typed_step(self, x, k: sf.Static[int]):
+        return self.w * x + k
+
+
+@sf.jit
+def free(model, x):
+    return model.w * x + model.n
+
+
+@sf.jit
+def arrays(w, x):
+    return w * x
+
+
+@sf.jit(static_argnames=("k",))
+def free_static(w, x, k):
+    return w * x + k
+
+
+class _Calls:
+    """Counts Python-level calls (``sys.setprofile``'s "call" events) while active."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def _profile(self, frame, event, arg):
+        if event == "call":
+            self.count += 1
+
+    def __enter__(self) -> _Calls:
+        sys.setprofile(self._profile)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        sys.setprofile(None)
+        self.count -= 1  # this method's own call
+
+
+def _model() -> Model:
+    return Model(jnp.ones(3), [Layer(jnp.full(3, 2.0)), Layer(jnp.full(3, 3.0), 2)])
+
+
+def test_a_hit_runs_no_python_for_instances_and_arrays():
+    """obj.method, Cls.method(obj, ...), sf.jit with an instance (nested layers inside)
+    and sf.jit with plain arrays: 0 Python calls over 10,000 hits of each."""
+    model, x = _model(), jnp.ones(3)
+    step = Model.step
+    for _ in range(2):  # compile, then bind
+        model.step(x), step(model, x), free(model, x), arrays(x, x)
+    with _Calls() as method:
+        for _ in range(HITS):
+            model.step(x)
+    with _Calls() as on_class:
+        for _ in range(HITS):
+            step(model, x)
+    with _Calls() as instance:
+        for _ in range(HITS):
+            free(model, x)
+    with _Calls() as plain:
+        for _ in range(HITS):
+            arrays(x, x)
+    assert (method.count, on_class.count, instance.count, plain.count) == (0, 0, 0, 0)
+    assert Model.step.compile_count == 1 and free.compile_count == 1 and arrays.compile_count == 1
+
+
+def test_static_arguments_take_one_lookup():
+    """static_argnames on a method, on sf.jit, and an sf.Static[int] parameter: at most
+    3 Python calls per hit (DESIGN.md allows one type-strict lookup); here exactly one."""
+    model, x = _model(), jnp.ones(3)
+    for _ in range(2):
+        model.static_step(x, k=1), free_static(x, x, k=1), model.typed_step(x, 1)
+    counts = []
+    for call in (lambda: model.static_step(x, k=1), lambda: free_static(x, x, k=1), lambda: model.typed_step(x, 1)):
+        with _Calls() as calls:
+            for _ in range(HITS):
+                call()
+        counts.append(calls.count / HITS - 1)  # less the lambda's own frame
+    assert counts == [1.0, 1.0, 1.0]
+
+
+def test_deps_read_hit_takes_at_most_one_call():
+    """deps="read": the key's current program is looked up in one Python call."""
+    model, x = _model(), jnp.ones(3)
+    model.read_step(x), model.read_step(x)
+    with _Calls() as calls:
+        for _ in range(HITS):
+            model.read_step(x)
+    assert calls.count <= HITS
+
+
+def test_static_values_stay_type_strict():
+    """`2` and `2.0`, `True` and `1`: separate programs with their own results (JAX's `==`
+    on static arguments would merge them)."""
+    f = sf.jit(lambda x, k: x * k, static_argnums=1)
+    x = jnp.ones(2, jnp.int32)
+    assert f(x, 2).dtype == jnp.int32 and f(x, 2.0).dtype == jnp.float32
+    assert f(x, True).dtype == jnp.int32 and f(x, 1).dtype == jnp.int32
+    assert f.compile_count == 4
+    assert f(x, 2).dtype == jnp.int32 and f(x, 2.0).dtype == jnp.float32  # hits, each its own
+    assert f.compile_count == 4
+
+
+def _slow(x):
+    return jax.lax.fori_loop(0, 400, lambda i, v: jnp.tanh(v @ v), x)
+
+
+@sf.dataclass
+class Slow:
+    x: jax.Array
+
+    @sf.jit_method
+    def run(self):
+        return _slow(self.x)
+
+
+def test_a_hit_returns_before_the_device_finishes():
+    """A hit queues the program and returns, as jax.jit does (eqx.filter_jit blocks)."""
+    x = jnp.eye(256) * 0.5
+    slow_free = sf.jit(_slow)
+    obj = Slow(x)
+    jax.block_until_ready((slow_free(x), obj.run(), Slow.run(obj)))  # compiled
+    for call in (lambda: slow_free(x), obj.run, lambda: Slow.run(obj)):
+        out = call()
+        assert not out.is_ready()
+        out.block_until_ready()
+
+
+@pytest.mark.parametrize("form", ["obj.method", "Cls.method", "sf.jit", "static", "deps"])
+def test_a_binding_never_keeps_its_instance_alive(form):
+    """Dropping an instance frees it at once, with the cyclic collector off: no reference
+    cycle between an instance and its binding, and no cache holds it."""
+    x = jnp.ones(3)
+    call = {
+        "obj.method": lambda m: m.step(x),
+        "Cls.method": lambda m: Model.step(m, x),
+        "sf.jit": lambda m: free(m, x),
+        "static": lambda m: m.static_step(x, k=3),
+        "deps": lambda m: m.read_step(x),
+    }[form]
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(3):  # the first call compiles (a miss), the others are hits
+            model = _model()
+            ref = weakref.ref(model)
+            call(model).block_until_ready()
+            del model
+            assert ref() is None
+    finally:
+        gc.enable()
+
+
+def test_a_thousand_static_variants_compile_once_each_and_hit():
+    """1000 variants of a static field: one compile each, then every one hits with its
+    own result (its own program, found by JAX's C++ cache)."""
+    @sf.dataclass
+    class Shift:
+        x: jax.Array
+        n: sf.Static[int]
+
+        @sf.jit_method(warn_compiles=None)
+        def add(self, y):
+            return self.x * y + self.n
+
+    objs = [Shift(jnp.ones(2), i) for i in range(1000)]
+    for obj in objs:
+        obj.add(1.0)
+    assert Shift.add.compile_count == 1000
+    for obj in reversed(objs):
+        assert float(obj.add(2.0)[0]) == 2.0 + obj.n
+        assert float(Shift.add(obj, 3.0)[0]) == 3.0 + obj.n
+    assert Shift.add.compile_count == 1000
+
+
+def test_the_cpp_hit_path_matches_plain_jax_jit():
+    """The same results, dtypes and weak types as plain jax.jit, for instances and arrays,
+    under vmap, grad, an outer jit, disable_jit and x64."""
+    def f(model, x):
+        return jnp.sum(model.w * x) + model.n
+
+    ours, plain = sf.jit(f), jax.jit(f)
+    model = _model()
+    for x in (jnp.ones(3), np.ones(3, np.float32), 1.0, jnp.arange(3)):
+        a, b = ours(model, x), plain(model, x)
+        assert a.dtype == b.dtype and a.weak_type == b.weak_type and np.allclose(a, b)
+    xs = jnp.arange(6.0).reshape(2, 3)
+    np.testing.assert_allclose(jax.vmap(ours, (None, 0))(model, xs), jax.vmap(plain, (None, 0))(model, xs))
+    np.testing.assert_allclose(jax.grad(ours, 1)(model, jnp.ones(3)), jax.grad(plain, 1)(model, jnp.ones(3)))
+    np.testing.assert_allclose(jax.jit(lambda m, x: ours(m, x) * 2)(model, jnp.ones(3)),
+                               jax.jit(lambda m, x: plain(m, x) * 2)(model, jnp.ones(3)))
+    with jax.disable_jit():
+        assert float(ours(model, jnp.ones(3))) == float(plain(model, jnp.ones(3)))
+    with jax.enable_x64(True) if hasattr(jax, "enable_x64") else jax.experimental.enable_x64():
+        x64 = jnp.ones(3, jnp.float64)
+        assert ours(model, x64).dtype == plain(model, x64).dtype == jnp.float64
+
+
+def test_donation_through_the_cpp_hit_path():
+    """donate_argnums: the donated buffer is deleted on a hit as with jax.jit."""
+    f = sf.jit(lambda x: x * 2, donate_argnums=0)
+    for _ in range(3):
+        x = jnp.ones(4)
+        np.testing.assert_allclose(f(x), np.full(4, 2.0))
+        assert x.is_deleted()
+
+
+def test_clear_cache_and_cache_size_count_the_cpp_entries():
+    """cache_size() counts what the C++ front keeps; clear_cache() drops it, and the next
+    call compiles again (counted)."""
+    g = sf.jit(lambda model, x: jnp.sum(model.w) * x)
+    model = _model()
+    g(model, jnp.ones(3)), g(model, jnp.ones(2))
+    assert g.cache_size() == 2 and g.compile_count == 2
+    g.clear_cache()
+    assert g.cache_size() == 0
+    g(model, jnp.ones(3))
+    assert g.compile_count == 3 and g.cache_size() == 1
+
+
+def test_without_the_private_names_the_python_path_serves(monkeypatch):
+    """On a JAX without the C++ hit path's private names: one warning, then the Python
+    hit path (one call per hit), with the same results and compile counts."""
+    monkeypatch.setattr(_front, "available", lambda: False)
+    monkeypatch.setattr(_front, "_warned", type(_front._warned)())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+
+        @sf.dataclass
+        class P:
+            w: jax.Array
+            n: sf.Static[int] = 1
+
+            @sf.jit_method
+            def step(self, x):
+                return self.w * x + self.n
+
+        g = sf.jit(lambda p, x: p.w * x - p.n)
+    assert [str(w.message).count("hit path") for w in caught] == [1]  # once, naming the feature
+    p, x = P(jnp.ones(3)), jnp.full(3, 2.0)
+    for _ in range(2):
+        np.testing.assert_allclose(P.step(p, x), np.full(3, 3.0))
+        np.testing.assert_allclose(g(p, x), np.full(3, 1.0))
+    with _Calls() as calls:
+        for _ in range(100):
+            P.step(p, x)
+            g(p, x)
+    assert calls.count == 200
+    assert P.step.compile_count == 1 and g.compile_count == 1
+
+
+_STATICS = st.one_of(st.integers(-3, 3), st.booleans(), st.sampled_from(["a", "b"]),
+                     st.sampled_from([0.0, -0.0, 1.0]), st.tuples(st.integers(0, 2), st.integers(0, 2)))
+
+
+@settings(max_examples=30, deadline=None)
+@given(calls=st.lists(st.tuples(_STATICS, st.integers(1, 3), st.booleans()), min_size=1, max_size=8))
+def test_hits_agree_with_python_and_count_one_compile_per_key(calls):
+    """Random static values (ints, bools, strings, floats with -0.0, tuples), shapes and
+    instance or plain arguments: every call equals plain Python, and compile_count is the
+    number of distinct type-strict keys seen, on the C++ and the one-lookup hit paths."""
+    @sf.dataclass
+    class Holder:
+        x: jax.Array
+        s: sf.Static[object]
+
+    def value(s):
+        return float(len(repr(s))) + (1.0 if repr(s).startswith("-") else 0.0)
+
+    on_instance = sf.jit(lambda h, y: h.x * y + value(h.s))
+    on_argument = sf.jit(lambda x, y, s: x * y + value(s), static_argnames="s")
+    keys_i, keys_a = set(), set()
+    for s, size, as_keyword in calls:
+        x = jnp.arange(size, dtype=jnp.float32)
+        expect = np.arange(size) * 2.0 + value(s)
+        np.testing.assert_allclose(on_instance(Holder(x, s), 2.0), expect)
+        got = on_argument(x, 2.0, s=s) if as_keyword else on_argument(x, 2.0, s)
+        np.testing.assert_allclose(got, expect)
+        strict = (repr(s), type(s).__name__, size)  # repr tells -0.0 from 0.0, True from 1
+        keys_i.add(strict)
+        keys_a.add(strict)
+    assert on_instance.compile_count == len(keys_i)
+    assert on_argument.compile_count == len(keys_a)
