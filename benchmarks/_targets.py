@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import buckets, deps, dispatch, fields, misses, nested, restart, variants, warmup, watch
+from . import buckets, deps, dispatch, fields, hits, misses, nested, restart, variants, warmup, watch
 from ._harness import Results
 
 
@@ -58,6 +58,16 @@ def evaluate(results: Results) -> list[Target]:
     cfg = results.config
     g = results.get
     out = []
+
+    for form, bound in ((hits.OBJ_METHOD, 1.03), (hits.CLS_METHOD, 1.03), (hits.INSTANCE, 1.03),
+                        (hits.ARRAYS, 1.03), (hits.DEPS, 1.03), (hits.STATIC, 1.10),
+                        (hits.STATIC_METHOD, 1.10), (hits.STATIC_T, 1.10)):
+        ours, plain = g(hits.HITS, form, hits.OURS), g(hits.HITS, form, hits.JAX)
+        out.append(Target(f"hit {form} / {hits.JAX} (median of processes)", bound, True, _ratio(ours, plain),
+                          _why((hits.OURS, ours), (hits.JAX, plain))))
+    many, one = g(hits.HITS, hits.MANY, hits.OURS), g(hits.HITS, hits.ONE, hits.OURS)
+    out.append(Target(f"hit on the last of {hits.VARIANTS} static variants / 1 (jit_method)", 1.05, True,
+                      _ratio(many, one), _why((hits.MANY, many), (hits.ONE, one))))
 
     ours = g(dispatch.DISPATCH, "", dispatch.JIT_METHOD)
     raw = g(dispatch.DISPATCH, "", dispatch.RAW)

@@ -43,7 +43,7 @@ def test_smoke_run_exits_cleanly_and_writes_the_report(smoke):
 def test_every_case_group_measures_staticfield(smoke):
     """Each case group has a figure for staticfield (jit and stack cases once they exist)."""
     _, _, data = smoke
-    expected = {"flatten", "unflatten", "construction", "restart", "warmup"}
+    expected = {"flatten", "unflatten", "construction", "restart", "warmup", "hits"}
     if hasattr(sf, "jit_method") and hasattr(sf, "jit"):
         expected |= {"dispatch", "method_pytree", "variants"}
     if hasattr(sf, "stack"):
@@ -76,7 +76,9 @@ def test_every_target_is_reported(smoke):
     """The design targets each come out as PASS, FAIL or SKIP with a ratio or a reason."""
     _, out, data = smoke
     targets = data["targets"]
-    assert len(targets) == 26  # 19, the restart case's six (was two), shape buckets' two, warm-up's one
+    # 19, the restart case's six (was two), shape buckets' two, warm-up's one, and the
+    # hit-path case's nine (eight call forms, 1000 variants / 1)
+    assert len(targets) == 35
     for t in targets:
         assert t["status"] in {"PASS", "FAIL", "SKIP"}
         assert (t["ratio"] is None) == (t["status"] == "SKIP")

@@ -333,3 +333,53 @@ def test_hits_agree_with_python_and_count_one_compile_per_key(calls):
         keys_a.add(strict)
     assert on_instance.compile_count == len(keys_i)
     assert on_argument.compile_count == len(keys_a)
+
+
+def test_past_sixteen_instance_variants_one_lookup_serves_them():
+    """sf.jit(f)(instance, ...) and Cls.method(obj, ...) with more than 16 static variants:
+    JAX's C++ cache would compare every variant's key on each hit, so calls take one
+    hashed Python lookup instead (DESIGN.md allows it), with the same results and counts."""
+    @sf.dataclass
+    class V:
+        x: jax.Array
+        n: sf.Static[int]
+
+        @sf.jit_method(warn_compiles=None)
+        def add(self, y):
+            return self.x * y + self.n
+
+    f = sf.jit(lambda v, y: v.x * y - v.n, warn_compiles=None)
+    objs = [V(jnp.ones(2), i) for i in range(20)]
+    for obj in objs:
+        f(obj, 1.0), V.add(obj, 1.0)
+    assert f.compile_count == V.add.compile_count == 20
+    for obj in objs:
+        assert float(f(obj, 2.0)[0]) == 2.0 - obj.n and float(V.add(obj, 2.0)[0]) == 2.0 + obj.n
+    last = objs[-1]
+    with _Calls() as calls:
+        for _ in range(1000):
+            f(last, 2.0)
+            V.add(last, 2.0)
+    assert calls.count <= 2 * 1000 * 3
+    assert f.compile_count == V.add.compile_count == 20
+
+
+@sf.dataclass
+class Keyed:
+    s: sf.Static[object]
+
+
+@settings(max_examples=50, deadline=None)
+@given(a=_STATICS, b=_STATICS)
+def test_static_keys_are_interned_type_strictly(a, b):
+    """Two instances' static keys are one object exactly when their values are
+    type-strictly equal (so JAX's C++ cache compares them with no Python call); hash and
+    == agree with that; pickling gives back that object."""
+    import pickle
+
+    ka, kb = Keyed(a)._staticfield_flat[1], Keyed(b)._staticfield_flat[1]
+    same = type(a) is type(b) and repr(a) == repr(b)  # repr tells -0.0 from 0.0
+    assert (ka is kb) == same and (ka == kb) == same and (ka != kb) != same
+    if same:
+        assert hash(ka) == hash(kb)
+    assert pickle.loads(pickle.dumps(ka)) is ka

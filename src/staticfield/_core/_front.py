@@ -60,17 +60,27 @@ def available() -> bool:
     return not _compat.unavailable("hit_path") and _CACHE is not None
 
 
-def front(name: str, fun: Callable[..., Any], miss: Callable[..., Any]) -> Any:
+def front(name: str, fun: Callable[..., Any], miss: Callable[..., Any], static_argnums: tuple = ()) -> Any:
     """A C++ jit object named ``name`` that calls ``miss(*args, **kwargs)`` on a cache miss
     (it returns ``(outputs, fast-path data or None, False)``) and ``fun`` under
-    ``jax.disable_jit()``; ``None`` on a JAX without the names it needs."""
+    ``jax.disable_jit()``; ``None`` on a JAX without the names it needs. Arguments at
+    ``static_argnums`` are hashed into the cache key (and compared with ``==``) instead
+    of flattened."""
     if not available():
         if not _warned.is_set():
             _warned.set()
             warnings.warn(_compat.unavailable("hit_path") or "staticfield: the C++ hit path is unavailable",
                           StaticFieldWarning, stacklevel=3)
         return None
-    return _pjit(name, fun, miss, (), (), ("staticfield", name), _registry, _shard_arg, _CACHE)
+    # JAX shares one C++ cache among its jit objects with the same function and key; each
+    # front gets a key of its own (compared by identity), so no two fronts ever share one.
+    return _pjit(name, fun, miss, static_argnums, (), _Own(), _registry, _shard_arg, _CACHE)
+
+
+class _Own:
+    """A front's own key in the C++ cache: equal to nothing but itself."""
+
+    __slots__ = ()
 
 
 def jax_miss(program: Any, dyn: tuple | list, kwargs: dict) -> Any:
@@ -87,8 +97,16 @@ def jax_miss(program: Any, dyn: tuple | list, kwargs: dict) -> Any:
 
 
 def served(out: Any) -> tuple[Any, None, bool]:
-    """A miss's answer without fast-path data: the next such call misses again."""
-    return out, None, False
+    """A miss's answer without fast-path data, which also asks JAX to drop the entry it
+    made for the call: the next such call misses again, and may then be kept (an entry
+    kept without fast-path data would send every later call to Python)."""
+    return out, None, True
+
+
+def unwrap(f: Any) -> Any:
+    """The ``jax.jit`` (or ``StoredJit``) behind a variant's front (``__sf_jit__``), for JAX's
+    AOT and cache methods, which a front lacks; anything else as it is."""
+    return getattr(f, "__sf_jit__", f)
 
 
 def cache_size(f: Any) -> int:

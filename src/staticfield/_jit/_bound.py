@@ -21,7 +21,7 @@ import jax
 
 from .._core import _compat
 from ._args import qualname
-from ._engine import JitFunction, hit_callable
+from ._engine import JitFunction
 from .._core._deep import rebuild
 from .._core._spec import SPECS
 from .._core._state import cache_binding, flat
@@ -92,7 +92,7 @@ class JitMethod(property):
         engine = self._jit
         if engine.bound_call is not None:  # deps="read" or static arguments: (children, key, ...)
             children, key = obj._staticfield_deep if engine.deps is not None else obj._staticfield_flat
-            bound = _make(cls, key, engine.bound_call, children, key)
+            bound = _make(cls, key, engine.deps_front or engine.bound_call, children, key)
             bound.ref = _weak(obj)
             return cache_binding(obj, self._slot, bound)
         if variants is None:
@@ -105,7 +105,7 @@ class JitMethod(property):
         except (KeyError, AttributeError, TypeError):
             jitted, children = engine.method_miss(obj)
             key = flat(obj)[1]
-        bound = _make(cls, key, hit_callable(jitted), children)
+        bound = _make(cls, key, jitted, children)
         bound.ref = _weak(obj)
         return cache_binding(obj, self._slot, bound)  # immutable: bind once
 
@@ -305,12 +305,11 @@ def _unflatten(aux: tuple, children: Any) -> BoundMethod:
         return _make(cls, None, engine.call, children[0])
     children = tuple(children)
     if engine.bound_call is not None:  # deps="read", static arguments
-        return _make(cls, key, engine.bound_call, children, key)
+        return _make(cls, key, engine.deps_front or engine.bound_call, children, key)
     entry = engine.variants.get(key)
     if entry is None:  # e.g. after the variants were rebuilt: make it again from the instance
-        return _make(cls, key, hit_callable(engine.method_miss(SPECS[key.cls].unflatten(key, children))[0]),
-                     children)
-    return _make(cls, key, hit_callable(entry[0]), children)
+        return _make(cls, key, engine.method_miss(SPECS[key.cls].unflatten(key, children))[0], children)
+    return _make(cls, key, entry[0], children)
 
 
 jax.tree_util.register_pytree_with_keys(

@@ -68,8 +68,9 @@ class RestDeps:
         """The ``Deps`` and base key of a variant made here."""
         return self.by_rest[vkey.rest], vkey.key
 
-    def programs(self) -> list[Any]:
-        return [jitted for deps in list(self.by_rest.values()) for jitted, _ in list(deps.variants.values())]
+    def entries(self) -> list[tuple[Any, tuple]]:
+        """Every group's variant entries."""
+        return [entry for deps in list(self.by_rest.values()) for entry in list(deps.variants.values())]
 
     # ----- calls ---------------------------------------------------------------------------
     def prepare(self, args: tuple, kwargs: dict) -> tuple[Deps, Any, Callable[[Any, tuple], Any]]:

@@ -22,7 +22,9 @@ from .._agree import agree as agree_across_processes
 from .._agree import enabled as several_processes
 from .._explain import _describe
 from ._args import check_jit_kwargs, qualname, resolve_donation, resolve_static
+from .._deps._check import enabled as check_enabled
 from .._deps._share import Deps, check_deps
+from .._core._deep import rebuild
 from .._core._errors import RecompileError, article
 from ._hints import add_hint
 from .._core import _front
@@ -104,7 +106,8 @@ class JitFunction(Programs):
         self.owner: type | None = None  # a jit_method's class (set by JitMethod.__set_name__)
         self.method = method
         self.variants: dict[Any, tuple[Any, tuple]] = {}
-        self.tracker = Tracker(name, max_compiles, warn_compiles, self.cache_size)
+        self.executables: set[int] = set()  # ids of the programs the variants' fronts ran (cache_size)
+        self.tracker = Tracker(name, max_compiles, warn_compiles, self.live_entries)
         self._lock = threading.Lock()
         self._compiled: set = set()  # variant keys with a successful trace
         self._deferring = threading.local()  # .pending: (vkey, tickets) while the store traces
@@ -156,6 +159,11 @@ class JitFunction(Programs):
             else static_call(fn, *static_params, static, self._fast, self.static_miss, bound=True)
             if static_params and method else None
         )
+        # deps="read": obj.method calls JAX's C++ dispatch with (children, key, ...), the key
+        # a static argument (hashed, so any number of keys costs the same), and the Python
+        # path above on a miss (deps_front_miss).
+        self.deps_front = (self.make_front(self.bound_call, self.deps_front_miss, (1,), keep=False)
+                           if self.deps is not None and buckets is None else None)
         ENGINES.add(self)
 
     # ----- the general path (static arguments) ---------------------------------------
@@ -197,18 +205,37 @@ class JitFunction(Programs):
         return jitted, dyn, kwargs
 
     # ----- the C++ hit path's misses (see _front) -----------------------------------------
-    def make_front(self, fun: Callable[..., Any], miss: Callable[..., Any]) -> Any:
-        """A C++ jit object in front of the variants (``None`` on a JAX without one)."""
-        made = _front.front(getattr(self.fn, "__name__", "fn"), fun, miss)
+    def make_front(self, fun: Callable[..., Any], miss: Callable[..., Any], static_argnums: tuple = (),
+                   keep: bool = True) -> Any:
+        """A C++ jit object in front of the variants (``None`` on a JAX without one); with
+        ``keep``, the one ``cache_size`` and ``clear_cache`` see as ``self.front``."""
+        made = _front.front(getattr(self.fn, "__name__", "fn"), fun, _hidden(miss), static_argnums)
         if made is not None:
             for name in ("__module__", "__name__", "__qualname__", "__doc__"):
                 try:
                     setattr(made, name, getattr(self.fn, name))
                 except (AttributeError, TypeError):
                     pass
-            made.__wrapped__ = self.fn
-            self.front = made
+            if not static_argnums:  # takes the user's arguments (with static ones, JAX would
+                made.__wrapped__ = self.fn  # read the user's signature and miss every call)
+            if keep:
+                self.front = made
         return made
+
+    def deps_front_miss(self, children: Any, key: Any, *args: Any, **kwargs: Any) -> Any:
+        """``obj.method``'s front missed, for a ``deps="read"`` method (called with the
+        instance's children and key, the key hashed into JAX's cache key): the program the
+        key is installed on now, and its answer from JAX, kept only if the key was still
+        installed on that program when the call ended (``Deps.call``; see ``_deps._share``:
+        that program then computes for this key what it computes for its base, for good).
+        A new key, an aborted trace and a key moved meanwhile are handled there, as on the
+        Python path."""
+        deps = self.deps
+        obj = rebuild(key, children)
+        answer = deps.call(obj, lambda jitted, kids: _front.jax_miss(jitted, (kids, *args), kwargs))
+        if check_enabled():  # after the call: its retraces have recorded what they read
+            deps.check(obj, args, kwargs)
+        return answer
 
     def _variant_added(self) -> None:
         """Under ``_lock``, after a new variant: past ``FRONT_VARIANTS`` of them, calls leave
@@ -245,7 +272,7 @@ class JitFunction(Programs):
 
     @staticmethod
     def _answer(jitted: Any, dyn: Any, kwargs: dict) -> Any:
-        return _front.jax_miss(hit_callable(jitted), dyn, kwargs)
+        return _front.jax_miss(jitted, dyn, kwargs)
 
     def static_miss(self, args: tuple, fast_key: tuple | None) -> Any:
         """The static-argument hit path's miss: the general path; then, where the call's
@@ -253,7 +280,7 @@ class JitFunction(Programs):
         jitted, dyn, kwargs = self.prepare(args, {})
         out = jitted(*dyn, **kwargs)
         if fast_key is not None:  # only after a call that worked: its variant stays
-            self._fast.setdefault(fast_key, hit_callable(jitted))
+            self._fast.setdefault(fast_key, jitted)
         return out
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -328,12 +355,31 @@ class JitFunction(Programs):
         return self._make_jitted(key, {0: Split(SPECS[key.cls], key)}, ())
 
     def _make_jitted(self, vkey: Any, layout: dict[int, Any], static_kwargs: tuple) -> Any:
+        """A new variant: its ``jax.jit`` (a ``StoredJit`` with a program store), behind a
+        C++ front of its own that every call path calls (``_front.unwrap`` gives it back)."""
         traced = functools.partial(self._traced, vkey)
         deps, base = self._deps_of(vkey)
         jitted = make_jitted(self.fn, layout, static_kwargs, traced, self._jit_kwargs, self.static_pos,
                              _chain(deps.explain if deps is not None else None,
                                     self.bucket_spec.explain if self.bucket_spec is not None else None))
-        return stored(jitted, self.fn, vkey, self._jit_kwargs, _VariantHooks(self, vkey, deps, base))
+        jitted = stored(jitted, self.fn, vkey, self._jit_kwargs, _VariantHooks(self, vkey, deps, base))
+        # With a store, the store chooses each signature's program (StoredJit.answer, counted
+        # by the store); else JAX's own miss, whose program is remembered for cache_size.
+        miss = jitted.answer if isinstance(jitted, StoredJit) else functools.partial(self._remembered, jitted)
+        front = self.make_front(jitted, miss, keep=False)
+        if front is None:
+            return jitted
+        front.__sf_jit__ = jitted
+        return front
+
+    def _remembered(self, jitted: Any, *dyn: Any, **kwargs: Any) -> Any:
+        """A variant front's miss: JAX's answer, its program kept in ``executables`` (the
+        programs ``cache_size`` counts, once each however many fronts and keys reach it)."""
+        answer = _front.jax_miss(jitted, dyn, kwargs)
+        program = getattr(answer[1], "xla_executable", None)
+        if program is not None:  # its id only: JAX's entries decide how long it lives
+            self.executables.add(id(program))
+        return answer
 
     def _deps_of(self, vkey: Any) -> tuple[Deps | None, Any]:
         """The ``Deps`` that shares variant ``vkey``'s programs (``None`` for ``deps="all"``),
@@ -453,10 +499,17 @@ class JitFunction(Programs):
         return f"<sf.{kind} {qualname(self.fn)}: {self.tracker.compile_count} compile(s)>"
 
 
-def hit_callable(jitted: Any) -> Any:
-    """What a hit path calls for a variant: its ``jax.jit``, or with a program store its
-    ``StoredJit``'s C++ front (so stored programs, too, run with no Python on a hit)."""
-    return jitted.dispatch() if isinstance(jitted, StoredJit) else jitted
+def _hidden(miss: Callable[..., Any]) -> Callable[..., Any]:
+    """``miss`` as a front calls it: what it raises leaves without staticfield's frames."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return miss(*args, **kwargs)
+        except Exception as exc:
+            hide(exc)
+            raise
+
+    return call
 
 
 class _VariantHooks(Hooks):

@@ -28,6 +28,7 @@ class Programs:
     prepare: Callable[[tuple, dict], tuple[Any, list, dict]]
     method_miss: Callable[[Any], tuple[Any, tuple]]
     front: Any  # JAX's C++ dispatch in front of the variants (_front), or None
+    executables: set
 
     def _jax_call(self, args: tuple, kwargs: dict) -> tuple[Any, list, dict]:
         if not self.fast:
@@ -68,15 +69,28 @@ class Programs:
         and ``max_compiles`` counts the programs compiled from now on."""
         for jitted in self.programs():
             jitted.clear_cache()
-        if self.front is not None:
-            _front.clear(self.front)
+        for front in self.fronts():
+            _front.clear(front)
+        self.executables.clear()
         self.tracker.programs_cleared()
 
-    def programs(self) -> list[Any]:
-        """Each variant's ``jax.jit`` once (with deps="read", several keys share one)."""
-        jitted = [j for j, _ in list(self.variants.values())]
+    def fronts(self) -> list[Any]:
+        """JAX's C++ dispatch objects in front of the variants, and the variants' own (see
+        ``_core._front``)."""
+        own = [j for j, _ in self.entries() if hasattr(j, "__sf_jit__")]
+        return [f for f in (self.front, getattr(self, "deps_front", None)) if f is not None] + own
+
+    def entries(self) -> list[tuple[Any, tuple]]:
+        """Every variant entry (with deps="read" and static arguments, every group's)."""
+        found = list(self.variants.values())
         if self.rest_deps is not None:
-            jitted += self.rest_deps.programs()
+            found += self.rest_deps.entries()
+        return found
+
+    def programs(self) -> list[Any]:
+        """Each variant's ``jax.jit`` (or ``StoredJit``) once (with deps="read", several keys
+        share one), from behind its front."""
+        jitted = [_front.unwrap(j) for j, _ in self.entries()]
         return list({id(j): j for j in jitted}.values())
 
     def buckets(self) -> dict[int, dict[str, int]]:
@@ -88,18 +102,25 @@ class Programs:
     def cache_size(self) -> int:
         """JAX's count of compiled executables over all static variants (with a program
         store, the programs each variant keeps)."""
-        programs = self.programs()
-        if any(isinstance(j, StoredJit) for j in programs):  # the programs each variant keeps
-            return sum(j._cache_size() if isinstance(j, StoredJit) else _compat.cache_size(j) for j in programs)
-        # the C++ front's entries (sf.jit, Cls.method), each a variant's program, and the
-        # variants' own (obj.method)
-        return (sum(_compat.cache_size(j) for j in programs)
-                + (_front.cache_size(self.front) if self.front is not None else 0))
+        # The programs the variants' fronts ran (each once, however many fronts and keys
+        # reach it), those a program store keeps, and any a variant's own jax.jit keeps (on
+        # a JAX without fronts).
+        if self.executables and not sum(_front.cache_size(f) for f in self.fronts()):
+            self.executables.clear()  # JAX dropped every entry (jax.clear_caches())
+        return len(self.executables) + sum(
+            j._cache_size() if isinstance(j, StoredJit) else _compat.cache_size(j) for j in self.programs())
+
+    def live_entries(self) -> int:
+        """Every entry JAX's C++ caches keep for this function (a trace in progress has
+        one already): what ``max_compiles`` forgives when JAX drops programs."""
+        return sum(_front.cache_size(f) for f in self.fronts()) + sum(
+            j._cache_size() if isinstance(j, StoredJit) else _compat.cache_size(j) for j in self.programs())
 
 
 def aot(jitted: Any, what: str) -> Callable[..., Any]:
     """A variant's ``lower``, ``trace``, ``eval_shape`` or ``precompile`` (a variant
     without a program store precompiles into ``jax.jit``'s own caches)."""
+    jitted = _front.unwrap(jitted)
     if what == "precompile" and not isinstance(jitted, StoredJit):
         return lambda *dyn, **kwargs: jitted.trace(*dyn, **kwargs).lower().compile()
     return getattr(jitted, what)  # type: ignore[no-any-return]

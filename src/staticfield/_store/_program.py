@@ -94,9 +94,6 @@ class StoredJit:
         self.programs: dict[Any, Any] = {}
         self._lock = threading.Lock()
         self._static: dict[str, Any] = {}  # per variant: options, statics, function identity
-        # JAX's C++ dispatch in front (see _core._front): a miss asks the store for the call's
-        # program (self.answer), and JAX's C++ cache then runs that program on every hit.
-        self.front = _front.front(_name(fn), self.__call__, self.answer)
 
     def __call__(self, *dyn: Any, **kwargs: Any) -> Any:
         if jax.config.jax_disable_jit:  # jax.jit runs the function eagerly
@@ -105,13 +102,10 @@ class StoredJit:
         return program(*dyn, **kwargs)
 
     def answer(self, *dyn: Any, **kwargs: Any) -> Any:
-        """The front's miss: the call's program (as ``__call__`` chooses it) and its answer
-        from JAX's miss handler, fast-path data included (see ``_core._front``)."""
+        """A C++ front's miss (the engine puts one before each variant, ``_core._front``):
+        the call's program, as ``__call__`` chooses it, and its answer from JAX's miss
+        handler, fast-path data included, so that JAX's C++ cache runs it on every hit."""
         return _front.jax_miss(self._program_for(dyn, kwargs), dyn, kwargs)
-
-    def dispatch(self) -> Any:
-        """What a hit path calls: the C++ front, or this object on a JAX without one."""
-        return self.front if self.front is not None else self
 
     def _program_for(self, dyn: tuple, kwargs: dict) -> Any:
         """The program for this call: kept, loaded or compiled (``self.jitted`` itself under
@@ -147,8 +141,6 @@ class StoredJit:
         with self._lock:
             self.programs.clear()
         self.jitted.clear_cache()
-        if self.front is not None:
-            _front.clear(self.front)
 
     def _cache_size(self) -> int:
         return len(self.programs) + _compat.cache_size(self.jitted)

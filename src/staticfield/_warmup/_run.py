@@ -12,6 +12,7 @@ from typing import Any
 
 from .. import _store
 from .._core._traceback import call_site, located
+from .._core import _front
 from .._jit._args import qualname
 from .._jit._engine import ENGINES, JitFunction
 from .._jit._programs import aot
@@ -145,7 +146,7 @@ def _prepare_here(engine: JitFunction, record: _records.Record) -> tuple[Counts,
     start = time.perf_counter()
     problem = ""
     try:
-        jitted = engine.variant(record.variant())
+        jitted = _front.unwrap(engine.variant(record.variant()))
         if jitted is None:
             problem = f"{qualname(engine.fn)} uses deps=\"read\", whose programs warm-up cannot make from a record"
         else:
