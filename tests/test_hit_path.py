@@ -131,14 +131,52 @@ def test_static_arguments_take_one_lookup():
     assert counts == [1.0, 1.0, 1.0]
 
 
-def test_deps_read_hit_takes_at_most_one_call():
-    """deps="read": the key's current program is looked up in one Python call."""
+def test_deps_read_hit_runs_no_python():
+    """deps="read": obj.method reaches JAX's C++ dispatch with the key as a static
+    argument, for the instance that compiled and for one that shares its program."""
     model, x = _model(), jnp.ones(3)
-    model.read_step(x), model.read_step(x)
+    other = sf.replace(model, mode="b")  # a static read_step never reads: shares the program
+    for _ in range(2):
+        model.read_step(x), other.read_step(x)
     with _Calls() as calls:
         for _ in range(HITS):
             model.read_step(x)
-    assert calls.count <= HITS
+            other.read_step(x)
+    assert calls.count == 0 and Model.read_step.compile_count == 1
+
+
+def test_a_hit_of_a_stored_program_runs_no_python(tmp_path):
+    """With a program store set, a program it loaded or compiled runs from JAX's C++ cache
+    too (each variant's front asks the store on a miss only)."""
+    from staticfield import _store
+
+    saved = dict(_store._state)
+    sf.set_program_store(tmp_path / "store")
+    try:
+        @sf.dataclass
+        class Stored:
+            w: jax.Array
+            n: sf.Static[int] = 1
+
+            @sf.jit_method
+            def step(self, x):
+                return self.w * x + self.n
+
+        g = sf.jit(lambda s, x: s.w - x)
+        obj, x = Stored(jnp.ones(3)), jnp.full(3, 2.0)
+        for _ in range(3):
+            obj.step(x), Stored.step(obj, x), g(obj, x)
+        with _Calls() as calls:
+            for _ in range(1000):
+                obj.step(x)
+                Stored.step(obj, x)
+                g(obj, x)
+        assert calls.count == 0
+        np.testing.assert_allclose(obj.step(x), np.full(3, 3.0))
+        np.testing.assert_allclose(g(obj, x), np.full(3, -1.0))
+        assert Stored.step.compile_count == 1 and g.compile_count == 1
+    finally:
+        _store._state.update(saved)
 
 
 def test_static_values_stay_type_strict():

@@ -85,6 +85,7 @@ class JitMethod(property):
                 setattr(owner, self._slot, BindingSlot(self))
             # from now on obj.method is C all the way: the cached binding, or BindingSlot
             property.__init__(self, operator.attrgetter(self._slot), None, None, self._jit.fn.__doc__)
+            self.__name__ = getattr(self._jit.fn, "__name__", name)  # re-init clears it (3.13)
 
     def _bind(self, obj: Any) -> Any:
         cls = self._bound_cls
