@@ -221,7 +221,12 @@ def run(cfg: Config, results: Results) -> None:
     processes = 1 if cfg.smoke else PROCESSES
     minima: dict[str, list[float]] = {}
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
+               STATICFIELD_WARN_COMPILES="0")
+    cache = jax.config.jax_compilation_cache_dir  # the run's XLA cache: the variants compile once
+    if cache:
+        env.update(JAX_COMPILATION_CACHE_DIR=cache, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+                   JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(processes):
             out = os.path.join(tmp, f"{i}.json")

@@ -29,7 +29,7 @@ from .._core._errors import RecompileError, article
 from ._hints import add_hint
 from .._core import _front
 from ._hitpath import (deps_bound_call, deps_method_call, front_miss, general_call, method_call, plain_positional,
-                       static_call, static_parameters)
+                       static_call, static_front_call, static_parameters)
 from .._core._keys import StaticArgKey
 from .._core._spec import SPECS
 from .._core._state import flat
@@ -129,13 +129,14 @@ class JitFunction(Programs):
         # Static arguments: one type-strict lookup per hit (_hitpath.static_call), where the
         # signature lets a hit path take the user's parameters; else the general path.
         self._fast: dict[tuple, Any] = {}
+        self.static_fronts: list[dict[tuple, Any]] = []  # C++ fronts by static values (_static_path)
         static_params = (static_parameters(fn, skip_self=method)
                          if self.has_static and buckets is None and self.rest_deps is None else None)
         static = {i for i, n in enumerate(static_params[0]) if i in self.static_pos or n in self.static_names} \
             if static_params is not None else set()
         self.call: Callable[..., Any] = (
             self.rest_deps.call if self.rest_deps is not None
-            else static_call(fn, *static_params, static, self._fast, self.static_miss) if static_params
+            else self._static_path(static_params, static, bound=False) if static_params
             else general_call(self.prepare) if not self.fast
             else method_call(self.fn, self.variants, self.method_miss) if self.deps is None
             else deps_method_call(self.fn, self.variants, self.deps.retry)
@@ -156,7 +157,7 @@ class JitFunction(Programs):
         # key's program may change, so it is looked up on each call) and with static arguments.
         self.bound_call = (
             deps_bound_call(fn, self.variants, self.deps.retry) if self.deps
-            else static_call(fn, *static_params, static, self._fast, self.static_miss, bound=True)
+            else self._static_path(static_params, static, bound=True)
             if static_params and method else None
         )
         # deps="read": obj.method calls JAX's C++ dispatch with (children, key, ...), the key
@@ -273,6 +274,51 @@ class JitFunction(Programs):
     @staticmethod
     def _answer(jitted: Any, dyn: Any, kwargs: dict) -> Any:
         return _front.jax_miss(jitted, dyn, kwargs)
+
+    def _static_path(self, params: tuple[list[str], dict[str, Any]], static: set[int], bound: bool) -> Any:
+        """The static-argument hit path: a C++ front per type-strict static key where JAX's
+        C++ dispatch is available, else one dict lookup and the variant."""
+        names, defaults = params
+        if not _front.available():
+            return static_call(self.fn, names, defaults, static, self._fast, self.static_miss, bound=bound)
+        fronts: dict[tuple, Any] = {}
+        self.static_fronts.append(fronts)  # for clear_cache and the budget (Programs.fronts)
+        positions = sorted(static)
+
+        def make(key: tuple, values: tuple) -> Any:
+            with self._lock:
+                made = fronts.get(key)
+                if made is None:
+                    made = fronts[key] = self._static_front(positions, values, key[0] if bound else None)
+            return made
+
+        return static_front_call(self.fn, names, defaults, static, fronts, make, self.static_miss, bound=bound)
+
+    def _static_front(self, positions: list[int], values: tuple, self_key: Any) -> Any:
+        """A C++ front for one tuple of static values (at ``positions``): it takes the other
+        arguments (with ``self_key``, ``obj.method``'s: ``self``'s children first); its miss
+        puts ``self`` and the static values back and answers with the variant's program
+        (see ``_core._front``)."""
+        def full(dyn: tuple) -> tuple:
+            args = list(dyn)
+            if self_key is not None:
+                args[0] = rebuild(self_key, args[0])
+            for i, value in zip(positions, values):
+                args.insert(i, value)
+            return tuple(args)
+
+        def miss(*dyn: Any) -> Any:
+            jitted, call_dyn, kwargs = self.prepare(full(dyn), {})
+            return _front.jax_miss(jitted, call_dyn, kwargs)
+
+        def python(*dyn: Any) -> Any:  # under jax.disable_jit()
+            jitted, call_dyn, kwargs = self.prepare(full(dyn), {})
+            return jitted(*call_dyn, **kwargs)
+
+        made = self.make_front(python, miss, keep=False)
+        if made is not None and self_key is not None:
+            del made.__wrapped__  # it takes self's children, not the user's arguments
+        return made
 
     def static_miss(self, args: tuple, fast_key: tuple | None) -> Any:
         """The static-argument hit path's miss: the general path; then, where the call's

@@ -397,13 +397,14 @@ def static_call(fn: Callable, names: list[str], defaults: dict[str, Any], static
     args = ", ".join(["__sf_rebuild(__sf_k, __sf_c)" if bound and i == 0 else n for i, n in enumerate(names)])
     lines += [
         f"        __sf_key = ({', '.join(key)},)",
-        "        __sf_j = __sf_get(__sf_key)",
-        "        if __sf_j is not None:",
-        f"            return __sf_j({', '.join(dyn)})",
-        f"        return __sf_slow(({args},), __sf_key)",
+        "        try:",
+        "            __sf_j = __sf_fast[__sf_key]",
+        "        except KeyError:",
+        f"            return __sf_slow(({args},), __sf_key)",
+        f"        return __sf_j({', '.join(dyn)})",
         f"    return __sf_slow(({args},), None)",
     ]
-    namespace = {"SPECS": SPECS, "__sf_ATOMIC": _ATOMIC, "__sf_get": fast.get, "__sf_slow": slow, "hide": hide,
+    namespace = {"SPECS": SPECS, "__sf_ATOMIC": _ATOMIC, "__sf_fast": fast, "__sf_slow": slow, "hide": hide,
                  "__sf_rebuild": rebuild, "__sf_wrong_call": wrong_call, "__sf_fn": fn,
                  **{f"__sf_d_{n}": v for n, v in defaults.items()}}
     what = f"{'bound ' if bound else ''}static-argument hit path of {qualname(fn)}"
@@ -424,3 +425,43 @@ def front_miss(fn: Callable, params: list[str] | None, miss: Callable[[tuple, di
     namespace = {"miss": miss, "hide": hide}
     call = compile_functions(_hiding(lines), ["call"], namespace, what=f"C++ hit path's miss of {qualname(fn)}")
     return _as_user(call["call"], fn)
+
+
+def static_front_call(fn: Callable, names: list[str], defaults: dict[str, Any], static: set[int],
+                      fronts: dict, make: Callable[..., Any], slow: Callable[[tuple, Any], Any],
+                      bound: bool = False) -> Callable[..., Any]:
+    """The hit path of a function with static arguments, where JAX's C++ dispatch is
+    available: one type-strict lookup of the static values, then a C++ jit object of
+    their own (``fronts``, made by ``make(key, values)`` on first sight) that takes the
+    other arguments as they are (instances flattened by JAX). With ``bound``
+    (``obj.method``), the lookup key starts with ``self``'s key and the front takes
+    ``self``'s children. A static value whose type is not in ``_ATOMIC`` takes ``slow``,
+    the general path."""
+    user = names[1:] if bound else names
+    params = [f"{n}=__sf_d_{n}" if n in defaults else n for n in user]
+    signature = ", ".join(["__sf_c", "__sf_k", *params, "*__sf_extra"] if bound else params)
+    lines = [f"def call({signature}):"]
+    if bound:
+        forward = ", ".join(user)
+        lines += ["    if __sf_extra:",
+                  f"        __sf_wrong_call(__sf_fn, (None, {forward}{', ' if forward else ''}*__sf_extra), {{}})"]
+    statics = [names[i] for i in sorted(static)]
+    key = (["__sf_k"] if bound else []) + [part for n in statics for part in (f"{n}.__class__", n)]
+    dyn = (["__sf_c"] if bound else []) + [n for i, n in enumerate(names) if i not in static and not (bound and i == 0)]
+    args = ", ".join(["__sf_rebuild(__sf_k, __sf_c)" if bound and i == 0 else n for i, n in enumerate(names)])
+    lines += [
+        f"    if {' and '.join(f'{n}.__class__ in __sf_ATOMIC' for n in statics)}:",
+        f"        __sf_key = ({', '.join(key)},)",
+        "        try:",
+        "            __sf_f = __sf_fronts[__sf_key]",
+        "        except KeyError:",
+        f"            __sf_f = __sf_make(__sf_key, ({''.join(n + ', ' for n in statics)}))",
+        f"        return __sf_f({', '.join(dyn)})",
+        f"    return __sf_slow(({args},), None)",
+    ]
+    namespace = {"__sf_ATOMIC": _ATOMIC, "__sf_fronts": fronts, "__sf_make": make, "__sf_slow": slow,
+                 "hide": hide, "__sf_rebuild": rebuild, "__sf_wrong_call": wrong_call, "__sf_fn": fn,
+                 **{f"__sf_d_{n}": v for n, v in defaults.items()}}
+    what = f"{'bound ' if bound else ''}static-argument C++ hit path of {qualname(fn)}"
+    call = compile_functions(_hiding(lines), ["call"], namespace, what=what)["call"]
+    return _as_user(call, fn)

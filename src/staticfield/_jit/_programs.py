@@ -78,7 +78,8 @@ class Programs:
         """JAX's C++ dispatch objects in front of the variants, and the variants' own (see
         ``_core._front``)."""
         own = [j for j, _ in self.entries() if hasattr(j, "__sf_jit__")]
-        return [f for f in (self.front, getattr(self, "deps_front", None)) if f is not None] + own
+        by_static = [f for fronts in getattr(self, "static_fronts", ()) for f in list(fronts.values()) if f is not None]
+        return [f for f in (self.front, getattr(self, "deps_front", None)) if f is not None] + own + by_static
 
     def entries(self) -> list[tuple[Any, tuple]]:
         """Every variant entry (with deps="read" and static arguments, every group's)."""
