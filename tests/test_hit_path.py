@@ -325,18 +325,30 @@ def test_without_the_private_names_the_python_path_serves(monkeypatch):
             def step(self, x):
                 return self.w * x + self.n
 
+            @sf.jit_method(deps="read")
+            def read(self, x):
+                return self.w * x
+
+            @sf.jit_method(static_argnames=("k",))
+            def shift(self, x, k):
+                return self.w * x + k
+
         g = sf.jit(lambda p, x: p.w * x - p.n)
     assert [str(w.message).count("hit path") for w in caught] == [1]  # once, naming the feature
     p, x = P(jnp.ones(3)), jnp.full(3, 2.0)
     for _ in range(2):
         np.testing.assert_allclose(P.step(p, x), np.full(3, 3.0))
         np.testing.assert_allclose(g(p, x), np.full(3, 1.0))
+        np.testing.assert_allclose(p.read(x), np.full(3, 2.0))
+        np.testing.assert_allclose(p.shift(x, k=2), np.full(3, 4.0))
     with _Calls() as calls:
         for _ in range(100):
             P.step(p, x)
             g(p, x)
-    assert calls.count == 200
-    assert P.step.compile_count == 1 and g.compile_count == 1
+            p.read(x)
+            p.shift(x, k=2)
+    assert calls.count == 400  # one Python call each: the fallback's hit paths
+    assert (P.step.compile_count, g.compile_count, P.read.compile_count, P.shift.compile_count) == (1, 1, 1, 1)
 
 
 _STATICS = st.one_of(st.integers(-3, 3), st.booleans(), st.sampled_from(["a", "b"]),
