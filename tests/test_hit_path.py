@@ -133,15 +133,21 @@ def test_static_arguments_take_one_lookup():
 
 def test_deps_read_hit_runs_no_python():
     """deps="read": obj.method reaches JAX's C++ dispatch with the key as a static
-    argument, for the instance that compiled and for one that shares its program."""
+    argument, and Cls.method(obj, ...) with the instance as a pytree, for the instance
+    that compiled and for one that shares its program."""
     model, x = _model(), jnp.ones(3)
     other = sf.replace(model, mode="b")  # a static read_step never reads: shares the program
     for _ in range(2):
         model.read_step(x), other.read_step(x)
+    read = Model.read_step
+    for _ in range(2):
+        read(model, x), read(other, x)
     with _Calls() as calls:
         for _ in range(HITS):
             model.read_step(x)
             other.read_step(x)
+            read(model, x)
+            read(other, x)
     assert calls.count == 0 and Model.read_step.compile_count == 1
 
 

@@ -18,6 +18,8 @@ import threading
 import weakref
 from typing import Any, Callable
 
+import jax
+
 from .._agree import agree as agree_across_processes
 from .._agree import enabled as several_processes
 from .._explain import _describe
@@ -148,9 +150,10 @@ class JitFunction(Programs):
         self.front: Any = None
         self.python_call = self.call  # the hit path without a front (after FRONT_VARIANTS variants)
         self.leave_front: Callable[[], None] | None = None  # set by whoever calls the front
-        if self.fast and self.deps is None and buckets is None:
+        if self.fast and buckets is None:
             params = plain_positional(fn)
-            self.front = self.make_front(self.call, front_miss(fn, params, self.method_front_miss, skip_self=True))
+            miss = self.method_front_miss if self.deps is None else self.deps_method_front_miss
+            self.front = self.make_front(self.call, front_miss(fn, params, miss, skip_self=True))
             if self.front is not None:
                 self.call = self.front
         # obj.method's binding calls bound_call(children, key, ...): with deps="read" (the
@@ -270,6 +273,28 @@ class JitFunction(Programs):
         """``Cls.method(obj, ...)``'s front missed: ``obj``'s variant's answer."""
         jitted, children = self.method_miss(args[0])
         return self._answer(jitted, (children, *args[1:]), kwargs)
+
+    def deps_method_front_miss(self, args: tuple, kwargs: dict) -> Any:
+        """``Cls.method(obj, ...)``'s front missed, for a ``deps="read"`` method: as
+        ``deps_front_miss`` (the program is kept only if ``obj``'s key was still installed on
+        it at the end), and only where JAX flattens ``obj`` to the very leaves its deps
+        children hold (else the answer is not kept, and the call is right but slower)."""
+        obj, rest = args[0], args[1:]
+        if obj.__class__ not in SPECS:
+            self._not_an_instance(obj)
+        deps = self.deps
+        answer = deps.call(obj, lambda jitted, kids: _front.jax_miss(jitted, (kids, *rest), kwargs))
+        if check_enabled():
+            deps.check(obj, rest, kwargs)
+        flat_leaves = jax.tree_util.tree_leaves(obj)
+        deep_leaves = jax.tree_util.tree_leaves(obj._staticfield_deep[0])
+        if answer[1] is not None and (len(flat_leaves) != len(deep_leaves)
+                                      or any(a is not b for a, b in zip(flat_leaves, deep_leaves))):
+            answer = _front.served(answer[0])
+        if self.leave_front is not None and len(self.variants) > FRONT_VARIANTS:  # see _variant_added
+            with self._lock:
+                self._variant_added()
+        return answer
 
     @staticmethod
     def _answer(jitted: Any, dyn: Any, kwargs: dict) -> Any:
