@@ -248,8 +248,7 @@ class JitFunction(Programs):
         cached variant's key in turn on each hit)."""
         if self.leave_front is not None and len(self.variants) > FRONT_VARIANTS:
             leave, self.leave_front = self.leave_front, None
-            leave()
-            _front.clear(self.front)
+            leave()  # (its entries stay until clear_cache: this may run inside its own miss)
 
     def front_miss(self, args: tuple, kwargs: dict) -> Any:
         """``sf.jit``'s front missed: choose the variant as the Python path would, and
