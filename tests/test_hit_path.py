@@ -439,3 +439,38 @@ def test_static_keys_are_interned_type_strictly(a, b):
     if same:
         assert hash(ka) == hash(kb)
     assert pickle.loads(pickle.dumps(ka)) is ka
+
+
+@sf.dataclass
+class Ordered:
+    w: jax.Array
+    n: sf.Static[int] = 1
+
+    @sf.jit_method
+    def plain(self, c, b):
+        return self.w + 10 * c + 100 * b
+
+    @sf.jit_method(deps="read")
+    def read(self, c, b):
+        return self.w + 10 * c + 100 * b
+
+    @sf.jit_method(static_argnames=("k",))
+    def static(self, c, b, k):
+        return self.w + 10 * c + 100 * b + k
+
+
+def test_keywords_out_of_name_order_hit_the_right_program():
+    """Keywords given out of alphabetical order (`f(a, c=x, b=y)`): JAX's C++ dispatch
+    flattens them in name order, so a hit must run a program made for that order. Each
+    form, called three times (a miss, then hits), gives what plain Python gives."""
+    a, x, y = jnp.ones(2), jnp.full(2, 2.0), jnp.full(2, 3.0)
+    obj = Ordered(a)
+    free = sf.jit(lambda a, c, b: a + 10 * c + 100 * b)
+    expect = np.full(2, 321.0)
+    for _ in range(3):
+        for out in (free(a, c=x, b=y), obj.plain(c=x, b=y), Ordered.plain(obj, c=x, b=y),
+                    obj.read(c=x, b=y), Ordered.read(obj, c=x, b=y)):
+            np.testing.assert_allclose(out, expect)
+        np.testing.assert_allclose(obj.static(c=x, b=y, k=1), expect + 1)
+        np.testing.assert_allclose(Ordered.static(obj, c=x, b=y, k=1), expect + 1)
+        np.testing.assert_allclose(free(a, b=y, c=x), expect)  # and the other order after it

@@ -16,7 +16,7 @@ import types
 import weakref
 from typing import Any, Callable
 
-from ._args import call_signature, qualname, signature_parts, wrong_call
+from ._args import _stand_in, call_signature, qualname, signature_parts, wrong_call
 from .._deps._share import Abort
 from .._core._gen import compile_functions
 from .._core._spec import SPECS
@@ -414,17 +414,22 @@ def static_call(fn: Callable, names: list[str], defaults: dict[str, Any], static
 
 def front_miss(fn: Callable, params: list[str] | None, miss: Callable[[tuple, dict], Any],
                skip_self: bool) -> Callable[..., Any]:
-    """What JAX's C++ dispatch calls on a miss (see ``_front``): ``miss(args, kwargs)``,
-    through a function with the user's parameters where they are plain positional ones, so
-    that a wrong call fails as the user's function would, naming it."""
-    if params is None or len(params) > 16:
-        lines = ["def call(*args, **kwargs):", "    return miss(args, kwargs)"]
-    else:
-        names = [_self_name(fn), *params] if skip_self else params
-        lines = [f"def call({', '.join(names)}):", f"    return miss(({''.join(n + ', ' for n in names)}), {{}})"]
-    namespace = {"miss": miss, "hide": hide}
-    call = compile_functions(_hiding(lines), ["call"], namespace, what=f"C++ hit path's miss of {qualname(fn)}")
-    return _as_user(call["call"], fn)
+    """What JAX's C++ dispatch calls on a miss (see ``_core._front``): ``miss(args, kwargs)``
+    with the call's arguments as they came. Keywords stay keywords: JAX's C++ flattens them
+    in name order after the positional ones, so the variant must receive them the same way
+    for its program to fit the front's signature. A call ``fn`` would refuse (a wrong
+    number of arguments, an unknown keyword) fails first, as ``fn`` itself would, naming it."""
+    check = _stand_in(fn) if params is not None else None
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if check is not None:
+            try:
+                check(*args, **kwargs)
+            except TypeError as exc:
+                raise exc.with_traceback(None) from None
+        return miss(args, kwargs)
+
+    return _as_user(call, fn)
 
 
 def static_front_call(fn: Callable, names: list[str], defaults: dict[str, Any], static: set[int],
