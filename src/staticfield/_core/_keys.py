@@ -121,7 +121,7 @@ class StaticKey:
     stored beside them, so it holds no reference to itself).
 
     The invariant, owned here: two live keys are the same object exactly when their
-    classes are the same and their values are type-strictly equal. ``__new__`` is the
+    classes and field names are the same and their values are type-strictly equal. ``__new__`` is the
     only way to make one (``__reduce__`` and ``__deepcopy__`` go through it or return
     the key itself), and it looks the values up in ``_INTERNED`` under a lock; an entry
     goes when its key is collected, so a key made again later is a new object, equal
@@ -138,7 +138,7 @@ class StaticKey:
 
     def __new__(cls, owner: type, names: tuple[str, ...], values: tuple) -> StaticKey:
         parts = tuple(keyable(v) for v in values)
-        ident = (owner, parts)
+        ident = (owner, names, parts)
         with _INTERN_LOCK:
             found = _INTERNED.get(ident)
             if found is not None:
@@ -173,7 +173,7 @@ class StaticKey:
         return self
 
 
-# The live keys by (class, type-strict parts): see StaticKey.
+# The live keys by (class, field names, type-strict parts): see StaticKey.
 _INTERNED: weakref.WeakValueDictionary[tuple, StaticKey] = weakref.WeakValueDictionary()
 _INTERN_LOCK = threading.Lock()
 
