@@ -19,14 +19,12 @@ from typing import Any
 
 import jax
 
-from .._core import _compat
 from ._args import qualname
 from ._engine import JitFunction
 from .._core._deep import rebuild
 from .._core._spec import SPECS
 from .._core._state import cache_binding, flat
 from ._tracker import TRACKER_SETTINGS, check_positive
-from .._core._traceback import hide
 
 
 _SLOTS = itertools.count()
