@@ -100,8 +100,8 @@ class JitMethod(property):
             return _make(cls, None, engine.call, obj)
         try:
             children, key = obj._staticfield_flat
-            jitted = variants[key][0]  # type: ignore[index]
-        except (KeyError, AttributeError, TypeError):
+            jitted = variants[key][0]
+        except (KeyError, AttributeError):
             jitted, children = engine.method_miss(obj)
             key = flat(obj)[1]
         bound = _make(cls, key, jitted, children)

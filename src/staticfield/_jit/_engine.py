@@ -153,7 +153,7 @@ class JitFunction(Programs):
         if self.fast and buckets is None:
             params = plain_positional(fn)
             miss = self.method_front_miss if self.deps is None else self.deps_method_front_miss
-            self.front = self.make_front(self.call, front_miss(fn, params, miss, skip_self=True))
+            self.front = self.make_front(self.call, front_miss(fn, params, miss, skip_self=True), wrapped=True)
             if self.front is not None:
                 self.call = self.front
         # obj.method's binding calls bound_call(children, key, ...): with deps="read" (the
@@ -166,7 +166,7 @@ class JitFunction(Programs):
         # deps="read": obj.method calls JAX's C++ dispatch with (children, key, ...), the key
         # a static argument (hashed, so any number of keys costs the same), and the Python
         # path above on a miss (deps_front_miss).
-        self.deps_front = (self.make_front(self.bound_call, self.deps_front_miss, (1,), keep=False)
+        self.deps_front = (self.make_front(self.bound_call, self.deps_front_miss, (1,))
                            if self.deps is not None and buckets is None else None)
         ENGINES.add(self)
 
@@ -210,9 +210,10 @@ class JitFunction(Programs):
 
     # ----- the C++ hit path's misses (see _front) -----------------------------------------
     def make_front(self, fun: Callable[..., Any], miss: Callable[..., Any], static_argnums: tuple = (),
-                   keep: bool = True) -> Any:
-        """A C++ jit object in front of the variants (``None`` on a JAX without one); with
-        ``keep``, the one ``cache_size`` and ``clear_cache`` see as ``self.front``."""
+                   wrapped: bool = False) -> Any:
+        """A C++ jit object in front of the variants, named as the user's function (``None``
+        on a JAX without one); ``wrapped``: it takes the user's arguments, so it wraps the
+        user's function (``__wrapped__``) as ``jax.jit``'s result does."""
         made = _front.front(getattr(self.fn, "__name__", "fn"), fun, _hidden(miss), static_argnums)
         if made is not None:
             for name in ("__module__", "__name__", "__qualname__", "__doc__"):
@@ -220,10 +221,8 @@ class JitFunction(Programs):
                     setattr(made, name, getattr(self.fn, name))
                 except (AttributeError, TypeError):
                     pass
-            if not static_argnums:  # takes the user's arguments (with static ones, JAX would
-                made.__wrapped__ = self.fn  # read the user's signature and miss every call)
-            if keep:
-                self.front = made
+            if wrapped:
+                made.__wrapped__ = self.fn
         return made
 
     def deps_front_miss(self, children: Any, key: Any, *args: Any, **kwargs: Any) -> Any:
@@ -234,8 +233,12 @@ class JitFunction(Programs):
         that program then computes for this key what it computes for its base, for good).
         A new key, an aborted trace and a key moved meanwhile are handled there, as on the
         Python path."""
+        return self._deps_answer(rebuild(key, children), args, kwargs)
+
+    def _deps_answer(self, obj: Any, args: tuple, kwargs: dict) -> Any:
+        """A ``deps="read"`` miss: JAX's answer from the program ``obj``'s key is installed
+        on at the end of the call (``Deps.call``), then the checking mode's comparison."""
         deps = self.deps
-        obj = rebuild(key, children)
         answer = deps.call(obj, lambda jitted, kids: _front.jax_miss(jitted, (kids, *args), kwargs))
         if check_enabled():  # after the call: its retraces have recorded what they read
             deps.check(obj, args, kwargs)
@@ -253,51 +256,31 @@ class JitFunction(Programs):
     def front_miss(self, args: tuple, kwargs: dict) -> Any:
         """``sf.jit``'s front missed: choose the variant as the Python path would, and
         answer with what its ``jax.jit`` answers from JAX's miss handler."""
-        parts: list[Any] = []
-        dyn = list(args)
-        for i, a in enumerate(args):
-            if a.__class__ in SPECS:
-                dyn[i], key = flat(a)
-                parts.append(key)
-            else:
-                parts.append(None)
-        vkey = tuple(parts)
-        try:
-            jitted, _ = self.variants[vkey]
-        except KeyError:
-            jitted, _ = self.general_miss(vkey, args, parts)
-        return self._answer(jitted, dyn, kwargs)
+        jitted, dyn, kwargs = self.prepare(args, kwargs)
+        return _front.jax_miss(jitted, dyn, kwargs)
 
     def method_front_miss(self, args: tuple, kwargs: dict) -> Any:
         """``Cls.method(obj, ...)``'s front missed: ``obj``'s variant's answer."""
         jitted, children = self.method_miss(args[0])
-        return self._answer(jitted, (children, *args[1:]), kwargs)
+        return _front.jax_miss(jitted, (children, *args[1:]), kwargs)
 
     def deps_method_front_miss(self, args: tuple, kwargs: dict) -> Any:
         """``Cls.method(obj, ...)``'s front missed, for a ``deps="read"`` method: as
         ``deps_front_miss`` (the program is kept only if ``obj``'s key was still installed on
         it at the end), and only where JAX flattens ``obj`` to the very leaves its deps
         children hold (else the answer is not kept, and the call is right but slower)."""
-        obj, rest = args[0], args[1:]
+        obj = args[0]
         if obj.__class__ not in SPECS:
             self._not_an_instance(obj)
-        deps = self.deps
-        answer = deps.call(obj, lambda jitted, kids: _front.jax_miss(jitted, (kids, *rest), kwargs))
-        if check_enabled():
-            deps.check(obj, rest, kwargs)
+        answer = self._deps_answer(obj, args[1:], kwargs)
         flat_leaves = jax.tree_util.tree_leaves(obj)
         deep_leaves = jax.tree_util.tree_leaves(obj._staticfield_deep[0])
         if answer[1] is not None and (len(flat_leaves) != len(deep_leaves)
                                       or any(a is not b for a, b in zip(flat_leaves, deep_leaves))):
             answer = _front.served(answer[0])
-        if self.leave_front is not None and len(self.variants) > FRONT_VARIANTS:  # see _variant_added
-            with self._lock:
-                self._variant_added()
+        with self._lock:  # keys installed by Deps count as variants here
+            self._variant_added()
         return answer
-
-    @staticmethod
-    def _answer(jitted: Any, dyn: Any, kwargs: dict) -> Any:
-        return _front.jax_miss(jitted, dyn, kwargs)
 
     def _static_path(self, params: tuple[list[str], dict[str, Any]], static: set[int], bound: bool) -> Any:
         """The static-argument hit path: a C++ front per type-strict static key where JAX's
@@ -339,10 +322,7 @@ class JitFunction(Programs):
             jitted, call_dyn, kwargs = self.prepare(full(dyn), {})
             return jitted(*call_dyn, **kwargs)
 
-        made = self.make_front(python, miss, keep=False)
-        if made is not None and self_key is not None:
-            del made.__wrapped__  # it takes self's children, not the user's arguments
-        return made
+        return self.make_front(python, miss)
 
     def static_miss(self, args: tuple, fast_key: tuple | None) -> Any:
         """The static-argument hit path's miss: the general path; then, where the call's
@@ -436,7 +416,7 @@ class JitFunction(Programs):
         # With a store, the store chooses each signature's program (StoredJit.answer, counted
         # by the store); else JAX's own miss, whose program is remembered for cache_size.
         miss = jitted.answer if isinstance(jitted, StoredJit) else functools.partial(self._remembered, jitted)
-        front = self.make_front(jitted, miss, keep=False)
+        front = self.make_front(jitted, miss)
         if front is None:
             return jitted
         front.__sf_jit__ = jitted

@@ -192,18 +192,18 @@ def public_function(engine: Any) -> Callable[..., Any]:
         call = _as_user(compile_functions(_hiding(lines) + more, ["call"], namespace,
                                           what=f"sf.jit hit path of {qualname(fn)}")["call"], fn)
         if engine.bucket_spec is None:  # JAX's C++ dispatch in front; `call` under disable_jit
-            front = engine.make_front(call, front_miss(fn, params, engine.front_miss, skip_self=False))
+            front = engine.front = engine.make_front(call, front_miss(fn, params, engine.front_miss, skip_self=False),
+                                                     wrapped=True)
     if engine.bucket_spec is not None:  # buckets=: pad, this hit path, slice
         call = engine.bucket_spec.front(_as_user(call, fn))
     wrapper = JitWrapper(front if front is not None else _as_user(call, fn))
     if front is not None:  # past FRONT_VARIANTS variants, calls take the Python path
         home = weakref.ref(wrapper)
-        python = _as_user(call, fn)
 
         def leave_front() -> None:
             public = home()
             if public is not None:
-                public.__setstate__((python, (), {}, public.__dict__))
+                public.__setstate__((call, (), {}, public.__dict__))
 
         engine.leave_front = leave_front
     state = engine.tracker.__dict__
@@ -353,6 +353,26 @@ def static_parameters(fn: Callable, skip_self: bool) -> tuple[list[str], dict[st
     return names, {n: p.default for n, p in params.items() if p.default is not p.empty}
 
 
+def _static_head(fn: Callable, names: list[str], defaults: dict[str, Any],
+                 bound: bool) -> tuple[list[str], str, dict[str, Any]]:
+    """What both static-argument hit paths begin with: the ``def`` line, taking the user's
+    parameters with their defaults (``bound``: after ``self``'s children and key, surplus
+    arguments reported as the user's function reports them); the text of the user's
+    arguments as a tuple, for the general path (``self`` rebuilt when bound); and the names
+    those lines read."""
+    user = names[1:] if bound else names
+    params = [f"{n}=__sf_d_{n}" if n in defaults else n for n in user]
+    lines = [f"def call({', '.join(['__sf_c', '__sf_k', *params, '*__sf_extra'] if bound else params)}):"]
+    if bound:
+        forward = ", ".join(user)
+        lines += ["    if __sf_extra:",
+                  f"        __sf_wrong_call(__sf_fn, (None, {forward}{', ' if forward else ''}*__sf_extra), {{}})"]
+    args = ", ".join(["__sf_rebuild(__sf_k, __sf_c)" if bound and i == 0 else n for i, n in enumerate(names)])
+    namespace = {"__sf_ATOMIC": _ATOMIC, "__sf_rebuild": rebuild, "__sf_wrong_call": wrong_call, "__sf_fn": fn,
+                 "hide": hide, **{f"__sf_d_{n}": v for n, v in defaults.items()}}
+    return lines, args, namespace
+
+
 def static_call(fn: Callable, names: list[str], defaults: dict[str, Any], static: set[int],
                 fast: dict, slow: Callable[[tuple, Any], Any], bound: bool = False) -> Callable[..., Any]:
     """The hit path of a function with static arguments: one type-strict lookup.
@@ -365,17 +385,7 @@ def static_call(fn: Callable, names: list[str], defaults: dict[str, Any], static
     fills ``fast`` after a call that worked. With ``bound`` (``obj.method`` of a jit_method)
     the first two parameters are ``self``'s children and key, as the binding carries them.
     """
-    user = names[1:] if bound else names
-    params = [f"{n}=__sf_d_{n}" if n in defaults else n for n in user]
-    if bound:
-        signature = ", ".join(["__sf_c", "__sf_k", *params, "*__sf_extra"])
-    else:
-        signature = ", ".join(params)
-    lines = [f"def call({signature}):"]
-    if bound:
-        forward = ", ".join(user)
-        lines += ["    if __sf_extra:",
-                  f"        __sf_wrong_call(__sf_fn, (None, {forward}{', ' if forward else ''}*__sf_extra), {{}})"]
+    lines, args, namespace = _static_head(fn, names, defaults, bound)
     atomic = [f"{names[i]}.__class__ in __sf_ATOMIC" for i in sorted(static)]
     lines.append(f"    if {' and '.join(atomic) or 'True'}:")
     key: list[str] = []
@@ -394,7 +404,6 @@ def static_call(fn: Callable, names: list[str], defaults: dict[str, Any], static
                       f"            c{i} = {name}; k{i} = None"]
             key.append(f"k{i}")
             dyn.append(f"c{i}")
-    args = ", ".join(["__sf_rebuild(__sf_k, __sf_c)" if bound and i == 0 else n for i, n in enumerate(names)])
     lines += [
         f"        __sf_key = ({', '.join(key)},)",
         "        try:",
@@ -404,9 +413,7 @@ def static_call(fn: Callable, names: list[str], defaults: dict[str, Any], static
         f"        return __sf_j({', '.join(dyn)})",
         f"    return __sf_slow(({args},), None)",
     ]
-    namespace = {"SPECS": SPECS, "__sf_ATOMIC": _ATOMIC, "__sf_fast": fast, "__sf_slow": slow, "hide": hide,
-                 "__sf_rebuild": rebuild, "__sf_wrong_call": wrong_call, "__sf_fn": fn,
-                 **{f"__sf_d_{n}": v for n, v in defaults.items()}}
+    namespace.update({"SPECS": SPECS, "__sf_fast": fast, "__sf_slow": slow})
     what = f"{'bound ' if bound else ''}static-argument hit path of {qualname(fn)}"
     call = compile_functions(_hiding(lines), ["call"], namespace, what=what)["call"]
     return _as_user(call, fn)
@@ -442,18 +449,10 @@ def static_front_call(fn: Callable, names: list[str], defaults: dict[str, Any], 
     (``obj.method``), the lookup key starts with ``self``'s key and the front takes
     ``self``'s children. A static value whose type is not in ``_ATOMIC`` takes ``slow``,
     the general path."""
-    user = names[1:] if bound else names
-    params = [f"{n}=__sf_d_{n}" if n in defaults else n for n in user]
-    signature = ", ".join(["__sf_c", "__sf_k", *params, "*__sf_extra"] if bound else params)
-    lines = [f"def call({signature}):"]
-    if bound:
-        forward = ", ".join(user)
-        lines += ["    if __sf_extra:",
-                  f"        __sf_wrong_call(__sf_fn, (None, {forward}{', ' if forward else ''}*__sf_extra), {{}})"]
+    lines, args, namespace = _static_head(fn, names, defaults, bound)
     statics = [names[i] for i in sorted(static)]
     key = (["__sf_k"] if bound else []) + [part for n in statics for part in (f"{n}.__class__", n)]
     dyn = (["__sf_c"] if bound else []) + [n for i, n in enumerate(names) if i not in static and not (bound and i == 0)]
-    args = ", ".join(["__sf_rebuild(__sf_k, __sf_c)" if bound and i == 0 else n for i, n in enumerate(names)])
     lines += [
         f"    if {' and '.join(f'{n}.__class__ in __sf_ATOMIC' for n in statics)}:",
         f"        __sf_key = ({', '.join(key)},)",
@@ -464,9 +463,7 @@ def static_front_call(fn: Callable, names: list[str], defaults: dict[str, Any], 
         f"        return __sf_f({', '.join(dyn)})",
         f"    return __sf_slow(({args},), None)",
     ]
-    namespace = {"__sf_ATOMIC": _ATOMIC, "__sf_fronts": fronts, "__sf_make": make, "__sf_slow": slow,
-                 "hide": hide, "__sf_rebuild": rebuild, "__sf_wrong_call": wrong_call, "__sf_fn": fn,
-                 **{f"__sf_d_{n}": v for n, v in defaults.items()}}
+    namespace.update({"__sf_fronts": fronts, "__sf_make": make, "__sf_slow": slow})
     what = f"{'bound ' if bound else ''}static-argument C++ hit path of {qualname(fn)}"
     call = compile_functions(_hiding(lines), ["call"], namespace, what=what)["call"]
     return _as_user(call, fn)

@@ -28,6 +28,8 @@ class Programs:
     prepare: Callable[[tuple, dict], tuple[Any, list, dict]]
     method_miss: Callable[[Any], tuple[Any, tuple]]
     front: Any  # JAX's C++ dispatch in front of the variants (_front), or None
+    deps_front: Any  # deps="read": obj.method's C++ dispatch, or None
+    static_fronts: list  # per static-argument hit path: its C++ fronts by static values
     executables: set
 
     def _jax_call(self, args: tuple, kwargs: dict) -> tuple[Any, list, dict]:
@@ -78,8 +80,8 @@ class Programs:
         """JAX's C++ dispatch objects in front of the variants, and the variants' own (see
         ``_core._front``)."""
         own = [j for j, _ in self.entries() if hasattr(j, "__sf_jit__")]
-        by_static = [f for fronts in getattr(self, "static_fronts", ()) for f in list(fronts.values()) if f is not None]
-        return [f for f in (self.front, getattr(self, "deps_front", None)) if f is not None] + own + by_static
+        by_static = [f for fronts in self.static_fronts for f in list(fronts.values()) if f is not None]
+        return [f for f in (self.front, self.deps_front) if f is not None] + own + by_static
 
     def entries(self) -> list[tuple[Any, tuple]]:
         """Every variant entry (with deps="read" and static arguments, every group's)."""
