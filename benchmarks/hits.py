@@ -94,18 +94,16 @@ def _ours(variants: int) -> list[Contender]:
     arrays = sf.jit(lambda a, b, x: a * x + b * 3)
     static = sf.jit(lambda a, b, x, k: a * x + b * k, static_argnames="k")
     many, one = _families(variants)
-    return [
-        Contender(name(OURS, OBJ_METHOD), lambda: p.step(x), "ours"),
-        Contender(name(OURS, CLS_METHOD), lambda: Params.step(p, x), "ours"),
-        Contender(name(OURS, INSTANCE), lambda: free(p, x), "ours"),
-        Contender(name(OURS, ARRAYS), lambda: arrays(a, b, x), "ours"),
-        Contender(name(OURS, STATIC), lambda: static(a, b, x, k=3), "ours"),
-        Contender(name(OURS, STATIC_METHOD), lambda: p.step_k(x, k=3), "ours"),
-        Contender(name(OURS, STATIC_T), lambda: p.step_t(x, 3), "ours"),
-        Contender(name(OURS, DEPS), lambda: p.step_read(x), "ours"),
-        Contender(name(OURS, MANY), many, "ours"),
-        Contender(name(OURS, ONE), one, "ours"),
-    ]
+    return _contenders(OURS, "ours", (
+        lambda: p.step(x), lambda: Params.step(p, x), lambda: free(p, x), lambda: arrays(a, b, x),
+        lambda: static(a, b, x, k=3), lambda: p.step_k(x, k=3), lambda: p.step_t(x, 3),
+        lambda: p.step_read(x), many, one))
+
+
+def _contenders(who: str, kind: str, calls: tuple) -> list[Contender]:
+    """``who``'s contenders, one call per form of ``FORMS``, in that order."""
+    assert len(calls) == len(FORMS)
+    return [Contender(name(who, form), call, kind) for form, call in zip(FORMS, calls)]
 
 
 def _families(variants: int) -> tuple[Callable[[], Any], Callable[[], Any]]:
@@ -174,18 +172,10 @@ def _jax(variants: int) -> list[Contender]:
         for obj in objs:
             obj.step(x)
         out.append(lambda last=objs[-1]: last.step(x))
-    return [
-        Contender(name(JAX, OBJ_METHOD), lambda: p.step(x), "baseline"),
-        Contender(name(JAX, CLS_METHOD), lambda: Params.step(p, x), "baseline"),
-        Contender(name(JAX, INSTANCE), lambda: free(p, x), "baseline"),
-        Contender(name(JAX, ARRAYS), lambda: arrays(a, b, x), "baseline"),
-        Contender(name(JAX, STATIC), lambda: static(a, b, x, k=3), "baseline"),
-        Contender(name(JAX, STATIC_METHOD), lambda: p.step_k(x, k=3), "baseline"),
-        Contender(name(JAX, STATIC_T), lambda: p.step_t(x, 3), "baseline"),
-        Contender(name(JAX, DEPS), lambda: p.step(x), "baseline"),
-        Contender(name(JAX, MANY), many[0], "baseline"),
-        Contender(name(JAX, ONE), one[0], "baseline"),
-    ]
+    return _contenders(JAX, "baseline", (
+        lambda: p.step(x), lambda: Params.step(p, x), lambda: free(p, x), lambda: arrays(a, b, x),
+        lambda: static(a, b, x, k=3), lambda: p.step_k(x, k=3), lambda: p.step_t(x, 3),
+        lambda: p.step(x), many[0], one[0]))
 
 
 def _flax() -> list[Contender]:
