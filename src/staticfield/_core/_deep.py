@@ -22,7 +22,7 @@ from typing import Any
 
 from ._keys import StaticKey
 from ._spec import SPECS
-from ._state import DEEP_ATTR, flat
+from ._state import DEEP_ATTR, flat, hold_deep
 
 Path = tuple  # of str (a field) and int (a tuple index)
 
@@ -150,6 +150,8 @@ class DeepCache:
         if obj is None:
             return self
         value = obj.__dict__[DEEP_ATTR] = compute(obj)
+        if value[1].__class__ is DeepKey:  # holds nested instances' statics and leaves
+            hold_deep(obj)
         return value
 
 

@@ -1,25 +1,34 @@
-"""The class attribute of each static field, and the dict that may stand in for its value.
+"""The class attribute of each field, and the dict that may stand in for an instance's.
 
-An instance's static values live in its ``__dict__`` (see ``_state``). Under each
-static field's name the class holds a ``StaticSlot``: a *non-data* descriptor, so on
-every ordinary instance the instance dict answers ``obj.name`` and the slot is never
-reached (reads cost what they cost without it). It is reached only where the
-instance dict lacks the name:
+An instance's field values live in its ``__dict__`` (see ``_state``). Under each
+field's name the class holds a ``FieldSlot``: a *data* descriptor, so every read and
+every write of ``obj.name`` reaches it, ``object.__setattr__`` included:
 
 ==========================================  ===========================================
 where                                       the slot answers
 ==========================================  ===========================================
+an instance (``obj.n``)                     ``obj.__dict__[n]``
 the class itself (``Cls.n``)                the field's default, as the dataclass class
                                             attribute did (``AttributeError`` if none)
 a custom ``__init__`` before it sets ``n``  the same
-an instance whose ``__dict__`` is a         ``StandIn.static(name)``: the dict decides
-``StandIn`` (``deps="read"``'s traced self)  (it records the read, see ``_deps``)
+an instance whose ``__dict__`` is a         the dict's ``__getitem__``: for a static
+``StandIn`` (``deps="read"``'s traced self)  name it records the read (see ``_deps``)
+``object.__setattr__(obj, n, v)``           while building, stores ``v``; on a built
+                                            instance, ``_state.reassign``: checked, then
+                                            everything derived is derived again
+``object.__delattr__(obj, n)``              while building, deletes; else refused
 ==========================================  ===========================================
 
-``install`` puts a slot under a static name only where the class's own attribute
+Why a data descriptor: with a plain dict entry, ``object.__setattr__`` (the
+frozen-dataclass escape hatch) would change a field behind the instance's derived
+entries (its static key, cached children, bindings), and everything that used them
+would keep computing with the old value. Nothing else writes a field after sealing.
+A read costs one Python call more than a dict lookup; no read runs on a cache hit.
+
+``install`` puts a slot under a field's name only where the class's own attribute
 there is the field's default (the name is declared in this class, or inherited from
 a plain stdlib dataclass base, or not set at all): a property, method or other
-descriptor a user defines over a static name is left alone and keeps its meaning.
+descriptor a user defines over a field name is left alone and keeps its meaning.
 ``answers`` tells, at any time, whether a class's name still resolves to a slot (or
 to a user's data descriptor, which wins over the instance dict anyway).
 """
@@ -47,8 +56,9 @@ NO_DEFAULT: Any = _NoDefault()
 class StandIn(dict):
     """An instance ``__dict__`` that holds no static values and answers them itself.
 
-    Attribute reads find dynamic fields and cached entries in it as in any dict; a
-    static name falls through to the class's ``StaticSlot``, which calls ``static``.
+    Attribute reads find dynamic fields and cached entries in it as in any dict; for a
+    static name, the class's ``FieldSlot`` asks ``self[name]``, which a subclass answers
+    with ``static`` (recording the read).
     """
 
     __slots__ = ()
@@ -68,26 +78,46 @@ def used_whole(obj: Any, what: str) -> None:
         d.whole(what)
 
 
-class StaticSlot:
-    """Class attribute of static field ``name``: see the module docstring."""
+class FieldSlot:
+    """Class attribute of field ``name``: see the module docstring."""
 
     __slots__ = ("name", "default")
+
+    # ``_state`` owns writes: it sets these (a building instance, and a built one).
+    building: Any = None
+    reassign: Any = None
+    refuse_delete: Any = None
 
     def __init__(self, name: str, default: Any) -> None:
         self.name, self.default = name, default
 
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
         if obj is not None:
-            d = obj.__dict__
-            if isinstance(d, StandIn):
-                return d.static(self.name)
+            try:
+                return obj.__dict__[self.name]  # a StandIn's __getitem__ records a static read
+            except KeyError:
+                pass
         if self.default is NO_DEFAULT:
             who = f"{owner.__qualname__!r}" if obj is None and owner is not None else f"{type(obj).__qualname__!r} object"
             raise AttributeError(f"{'type object ' if obj is None else ''}{who} has no attribute {self.name!r}")
         return self.default
 
+    def __set__(self, obj: Any, value: Any) -> None:
+        if self.building(obj):
+            obj.__dict__[self.name] = value
+        else:
+            self.reassign(obj, self.name, value)
+
+    def __delete__(self, obj: Any) -> None:
+        if not self.building(obj):
+            self.refuse_delete(obj, self.name)
+        try:
+            del obj.__dict__[self.name]
+        except KeyError:
+            raise AttributeError(self.name) from None
+
     def __repr__(self) -> str:
-        return f"<static field {self.name!r}>"
+        return f"<field {self.name!r}>"
 
 
 def _resolve(cls: type, name: str) -> tuple[type | None, Any]:
@@ -97,13 +127,13 @@ def _resolve(cls: type, name: str) -> tuple[type | None, Any]:
     return None, None
 
 
-def install(cls: type, static_fields: list[dataclasses.Field], decorated: str) -> None:
-    """Put a ``StaticSlot`` under each static name whose class attribute is its default.
+def install(cls: type, fields: list[dataclasses.Field], decorated: str) -> None:
+    """Put a ``FieldSlot`` under each field name whose class attribute is its default.
 
     ``decorated`` is the attribute that marks a class decorated by staticfield (whose
-    own attributes over static names are already slots, or a user's choice)."""
+    own attributes over field names are already slots, or a user's choice)."""
     own = cls.__dict__.get("__annotations__", {})
-    for f in static_fields:
+    for f in fields:
         owner, _ = _resolve(cls, f.name)
         plain_base = (
             owner is not None and owner is not cls and decorated not in owner.__dict__
@@ -111,14 +141,14 @@ def install(cls: type, static_fields: list[dataclasses.Field], decorated: str) -
         )
         if f.name in own or owner is None or plain_base:
             default = NO_DEFAULT if f.default is dataclasses.MISSING else f.default
-            setattr(cls, f.name, StaticSlot(f.name, default))
+            setattr(cls, f.name, FieldSlot(f.name, default))
 
 
 def answers(cls: type, name: str) -> bool:
-    """Whether ``cls().name`` reaches a ``StaticSlot`` (or a user's data descriptor, which
+    """Whether ``cls().name`` reaches a ``FieldSlot`` (or a user's data descriptor, which
     answers whatever the dict holds) when the instance dict lacks ``name``."""
     _, attr = _resolve(cls, name)
-    if isinstance(attr, StaticSlot):
+    if isinstance(attr, FieldSlot):
         return True
     kind = type(attr)
     return hasattr(kind, "__set__") or hasattr(kind, "__delete__")

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import weakref
 from typing import Any, Callable
 
 from . import _errors, _slots
@@ -55,6 +56,25 @@ FLAT_ATTR = "_staticfield_flat"
 DEEP_ATTR = "_staticfield_deep"  # deps="read": the flatten with nested statics lifted (_deep)
 DERIVED = (KEY_ATTR, FLAT_ATTR, DEEP_ATTR)
 flat = operator.attrgetter(FLAT_ATTR)  # an instance's cached (children, static key)
+
+# Instances whose cached deps="read" flatten lifted the statics of nested instances
+# (``_deep``): what they cached depends on other instances' fields too. By id (an
+# instance's == and hash are its fields', and may refuse under a trace), held weakly.
+DEEP_HOLDERS: dict[int, weakref.ref] = {}
+
+
+def hold_deep(obj: Any) -> None:
+    """Remember that ``obj`` cached what nested instances hold (see ``reassign``)."""
+    i = id(obj)
+
+    def gone(ref: weakref.ref) -> None:
+        if DEEP_HOLDERS.get(i) is ref:
+            del DEEP_HOLDERS[i]
+
+    try:
+        DEEP_HOLDERS[i] = weakref.ref(obj, gone)
+    except TypeError:  # takes no weak references: it keeps no lifted flatten either
+        obj.__dict__.pop(DEEP_ATTR, None)
 
 # ids of instances under construction (custom __init__ or __post_init__ running).
 BUILDING: set[int] = set()
@@ -85,9 +105,9 @@ class FlatCache:
 
 def install(spec: Spec) -> None:
     """Give a decorated class the descriptor that fills its instances' flatten cache, and
-    a ``StaticSlot`` under each static name (see ``_slots``)."""
+    a ``FieldSlot`` under each field name (see ``_slots``)."""
     setattr(spec.cls, FLAT_ATTR, FlatCache(spec))
-    _slots.install(spec.cls, [spec.by_name[n] for n in spec.static_names], SPEC_ATTR)
+    _slots.install(spec.cls, list(spec.fields), SPEC_ATTR)
 
 
 def key_of(spec: Spec, obj: Any) -> Any:
@@ -157,6 +177,70 @@ def setattr_building(obj: Any, name: str, value: Any) -> None:
     spec = spec_of_type(obj.__class__)
     conv = spec.converters.get(name)
     obj.__dict__[name] = conv(value) if conv is not None else value
+
+
+def reassign(obj: Any, name: str, value: Any) -> None:
+    """``object.__setattr__(obj, name, value)`` on a built instance (the frozen-dataclass
+    escape hatch): checked as ``sf.replace`` checks (no converter runs, as with any
+    ``object.__setattr__``), then every entry derived from the old fields is dropped, to
+    be derived again on first use. Refused (with the instance unchanged) where a check
+    or ``__check_init__`` fails.
+
+    Derived entries are everything in the dict that is not a field: the static key,
+    cached children, bindings and cached properties. A binding someone still holds
+    (``m = obj.method``) is told to follow the instance from now on (``_staticfield_rebind``).
+    """
+    _slots.used_whole(obj, "object.__setattr__")
+    spec = spec_of_type(obj.__class__)
+    d = obj.__dict__
+    trial = object.__new__(spec.cls)
+    td = trial.__dict__
+    for n in spec.names:
+        td[n] = d[n]
+    store(spec, trial, name, value, convert=False)
+    check_init(spec, trial)
+    stale = [(k, v) for k, v in d.items() if k not in spec.name_set]
+    for k, _ in stale:
+        del d[k]
+    d[name] = td[name]
+    if spec.constant_key is not None:
+        d[KEY_ATTR] = spec.constant_key
+    for _, v in stale:
+        _rebind(v, obj)
+    # obj may be nested in instances that cached its statics and leaves (their lifted
+    # flatten, and the deps="read" bindings made from it): they derive those again too.
+    for ref in list(DEEP_HOLDERS.values()):
+        holder = ref()
+        if holder is None:
+            continue
+        hd = holder.__dict__
+        hd.pop(DEEP_ATTR, None)
+        for k, v in list(hd.items()):
+            if _rebind(v, holder):
+                del hd[k]
+    DEEP_HOLDERS.clear()
+
+
+def _rebind(value: Any, obj: Any) -> bool:
+    """Tell a binding of ``obj`` found in its dict to follow ``obj`` from now on."""
+    rebind = getattr(value.__class__, "_staticfield_rebind", None)
+    if rebind is None:
+        return False
+    rebind(value, obj)
+    return True
+
+
+def _building(obj: Any) -> bool:
+    return id(obj) in BUILDING
+
+
+def _refuse_delete(obj: Any, name: str) -> None:
+    raise _errors.frozen_error(spec_of_type(obj.__class__).cls, name, deleting=True)
+
+
+_slots.FieldSlot.building = staticmethod(_building)
+_slots.FieldSlot.reassign = staticmethod(reassign)
+_slots.FieldSlot.refuse_delete = staticmethod(_refuse_delete)
 
 
 def seal(obj: Any) -> None:

@@ -220,6 +220,14 @@ class BoundMethod(functools.partial):
     def __hash__(self) -> int:
         return hash((BoundMethod, id(self.engine), self.__self__))
 
+    def _staticfield_rebind(self, obj: Any) -> None:
+        """``obj`` changed a field with ``object.__setattr__`` (``_state.reassign``): from
+        now on this binding is ``partial(Cls.method, obj)``, so it computes with ``obj``'s
+        fields as they are at each call, like a plain bound method."""
+        _setstate(self, (self.engine.call, (obj,), {}, None))
+        self.key = None
+        self.ref = None
+
     def __reduce__(self) -> tuple:
         # copy, deepcopy and pickle: the method, looked up again on (a copy of) the instance.
         return getattr, (self.__self__, self.engine.attr_name)
@@ -268,6 +276,7 @@ def _bound_class(fn: Any, engine: JitFunction) -> type:
 
 
 _new_partial = functools.partial.__new__
+_setstate = functools.partial.__setstate__
 
 
 def _make(cls: type, key: Any, func: Any, arg: Any, *more: Any) -> BoundMethod:
