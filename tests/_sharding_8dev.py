@@ -377,6 +377,45 @@ def buckets_row_axis_sharded():
     return str(f.buckets())
 
 
+@check
+def recompile_names_an_auto_axis_sharding():
+    """A field sharded P(None, "model") on a mesh with Auto axes: sf.Recompile names that
+    spec (a tracer's aval drops Auto axes: it read P(None, None)), on every call form."""
+    mesh = jax.make_mesh((4, 2), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
+    x = jnp.ones((2, 4))
+
+    def make():
+        class M(sf.Struct):
+            w: jax.Array
+
+            @sf.jit_method
+            def f(self, x):
+                return (x @ self.w).sum()
+
+        return M
+
+    def placed(M):
+        w = jax.device_put(jnp.ones((4, 8)), NamedSharding(mesh, P(None, "model")))
+        return M(jnp.ones((4, 8))), M(w)
+
+    M1, M2 = make(), make()
+    f = sf.jit(lambda m, x: (x @ m.w).sum())
+    forms = {
+        "obj.method": (M1, lambda m: m.f(x), M1.f),
+        "Cls.method": (M2, lambda m: M2.f(m, x), M2.f),
+        "sf.jit": (M1, lambda m: f(m, x), f),
+    }
+    texts = []
+    for name, (M, call, counters) in forms.items():
+        for m in placed(M):
+            call(m)
+        text = str(counters.recompiles[-1])
+        assert "self.w" in text or "m.w" in text, (name, text)
+        assert "P(None, 'model')" in text and "P(None, None)" not in text, (name, text)
+        texts.append(text)
+    return texts[0]
+
+
 def main():
     only = set(sys.argv[1:])
     for fn in CHECKS:

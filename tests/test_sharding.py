@@ -349,6 +349,11 @@ def _passed(results: dict, name: str) -> str:
     return results[name]["detail"]
 
 
+def test_8dev_recompile_names_an_auto_axis_sharding(eight):
+    """sf.Recompile names P(None, 'model') on an Auto-axes mesh, not its aval's P(None, None)."""
+    _passed(eight, "recompile_names_an_auto_axis_sharding")
+
+
 def test_8dev_the_subprocess_sees_8_devices(eight):
     """The subprocess really runs on 8 devices."""
     _passed(eight, "eight_devices")

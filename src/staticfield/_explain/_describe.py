@@ -9,12 +9,15 @@ class or a tree structure, and which arguments were passed by keyword.
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import threading
+from typing import Any, Iterator
 
 import jax
 
 from .._core._anyleaves import ARRAY_LEAVES, AnyLeaves
 from .._core._compat import Tracer
+from .._core._front import take_concrete
 from .._core._display import sharding_text
 from .._core._spec import SPEC_ATTR, Spec
 
@@ -25,6 +28,39 @@ def _is_instance(x: Any) -> bool:
     return SPEC_ATTR in type(x).__dict__
 
 
+_traced = threading.local()
+
+
+@contextlib.contextmanager
+def call_shardings(traced: Any) -> Iterator[None]:
+    """While a variant traces ``traced`` (its flat arguments, tracers): each tracer's
+    description uses the sharding of the concrete array it stands for in the call being
+    traced (``_front.concrete``), where that call's arguments match leaf for leaf."""
+    outer = getattr(_traced, "shardings", None)
+    found: dict[int, Any] = {}
+    call = take_concrete()
+    if call is not None:
+        given, here = jax.tree.leaves(call), jax.tree.leaves(traced)
+        if len(given) == len(here):
+            for c, t in zip(given, here):
+                if isinstance(c, jax.Array) and not isinstance(c, Tracer) and getattr(t, "shape", None) == c.shape:
+                    found[id(t)] = _padded(c.sharding, len(c.shape))
+    _traced.shardings = found
+    try:
+        yield
+    finally:
+        _traced.shardings = outer
+
+
+def _padded(s: Any, ndim: int) -> Any:
+    """A ``NamedSharding`` with its spec written out for every axis (``P()`` of a vector
+    is ``P(None,)``), as a tracer's aval writes it: one placement, one text."""
+    spec = getattr(s, "spec", None)
+    if not isinstance(s, jax.sharding.NamedSharding) or spec is None or len(spec) >= ndim:
+        return s
+    return jax.sharding.NamedSharding(s.mesh, jax.sharding.PartitionSpec(*spec, *[None] * (ndim - len(spec))))
+
+
 def _leaf_entry(leaf: Any) -> tuple:
     aval = getattr(leaf, "aval", None)
     if aval is None:  # a concrete value (not traced): describe it the same way
@@ -32,7 +68,11 @@ def _leaf_entry(leaf: Any) -> tuple:
     sharding = None
     try:
         # A concrete array's own sharding: its aval's drops the Auto axes (P(None, None)).
-        s = leaf.sharding if isinstance(leaf, jax.Array) and not isinstance(leaf, Tracer) else aval.sharding
+        # A tracer's: the concrete array's it stands for in the call being traced, if known.
+        known = getattr(_traced, "shardings", None)
+        s = known.get(id(leaf)) if known else None
+        if s is None:
+            s = leaf.sharding if isinstance(leaf, jax.Array) and not isinstance(leaf, Tracer) else aval.sharding
         if not s.mesh.empty:
             sharding = sharding_text(s)
     except Exception:

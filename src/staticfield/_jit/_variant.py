@@ -23,6 +23,7 @@ from ._args import qualname
 from .._core._deep import rebuild
 from .._core._spec import Spec
 from .._core._state import flat
+from .._explain._describe import call_shardings
 
 
 class Split:
@@ -101,8 +102,9 @@ def make_jitted(
         return tuple(args)
 
     def inner(*dyn: Any, **kwargs: Any) -> Any:
-        kwargs.update(static_kwargs)
-        return traced(rebuild(dyn), kwargs)
+        with call_shardings((dyn, kwargs)):
+            kwargs.update(static_kwargs)
+            return traced(rebuild(dyn), kwargs)
 
     def user_call(dyn: tuple, kwargs: dict) -> UserCall:
         """What the user called, for JAX's ``(dyn, kwargs)``: for ``sf.watch``'s explanations."""
