@@ -276,7 +276,7 @@ def _leaky(monkeypatch, body=lambda self, x: self.w * x * self.k):
 
     def leaky(obj, *args):
         new, *rest = real(obj, *args)
-        dict.__setitem__(new.__dict__, "k", obj.__dict__["k"])
+        del new.__dict__.statics["k"]  # the dict holds k's value; its reads go unrecorded
         return (new, *rest)
 
     monkeypatch.setattr(_share, "stand_in", leaky)
@@ -310,24 +310,64 @@ def test_checking_mode_catches_a_read_that_escaped(monkeypatch):
 
 @pytest.mark.parametrize("read", [
     lambda self: dict.get(vars(self), "k", 0),
-    lambda self: dict.items(vars(self)).__len__(),
+    lambda self: sum(v for k, v in dict.items(vars(self)) if k == "k"),
 ], ids=["dict.get(vars(self))", "dict.items(vars(self))"])
-def test_checking_mode_catches_a_c_level_read_at_the_first_trace(read):
-    """A read the recording cannot see (dict's own C methods called on ``vars(self)``, past
-    the recording dict's overrides) gives another value than with deps="all";
-    STATICFIELD_CHECK_DEPS=1 compares the first trace of each variant with an ordinary one
-    and raises DepsCheckError. (``inspect.getattr_static`` reads no value: see
-    test_reassign.py.)"""
+def test_checking_mode_catches_a_c_level_read_when_shared(read, monkeypatch):
+    """``dict``'s own C methods called on ``vars(self)``, past the recording dict's
+    overrides, see the user's value (the first call computes what deps="all" computes) but
+    record nothing; STATICFIELD_CHECK_DEPS=1 raises DepsCheckError when the program would
+    be shared with another value there. Without it, that sharing is wrong: the one corner
+    the recording cannot see (docs/deps.md). ``inspect.getattr_static`` reads no value:
+    see test_reassign.py."""
+
+    def make():
+        class P(sf.Struct):
+            w: jax.Array
+            k: sf.Static[int] = 3
+
+            @sf.jit_method(deps="read", warn_compiles=None)
+            def f(self, x):
+                return self.w * x * read(self)
+
+        return P
+
+    P = make()
+    assert P(jnp.ones(1)).f(1.0).tolist() == [3.0]
+    with pytest.raises(sf.DepsCheckError, match=r"P.f: .*self.k=3 with self.k=4"):
+        P(jnp.ones(1), k=4).f(1.0)
+    monkeypatch.delenv("STATICFIELD_CHECK_DEPS", raising=False)
+    P = make()
+    assert P(jnp.ones(1)).f(1.0).tolist() == [3.0]
+    assert P(jnp.ones(1), k=4).f(1.0).tolist() == [3.0]  # wrong: what the checking mode is for
+
+
+def test_checking_mode_compares_the_first_trace_with_an_ordinary_one(monkeypatch):
+    """A recording self that computes something else than an ordinary one (simulated: its
+    dict answers k with a wrong value, unrecorded) raises DepsCheckError at the first call,
+    before any sharing."""
+    from staticfield._deps import _share, _trace
+
+    real = _trace.stand_in
+
+    def wrong(obj, *args):
+        new, *rest = real(obj, *args)
+        del new.__dict__.statics["k"]
+        dict.__setitem__(new.__dict__, "k", 7)
+        return (new, *rest)
+
+    monkeypatch.setattr(_share, "stand_in", wrong)
+    monkeypatch.setattr(_trace, "stand_in", wrong)
 
     class P(sf.Struct):
         w: jax.Array
-        k: sf.Static[int] = 3
+        k: sf.Static[int] = 1
 
         @sf.jit_method(deps="read", warn_compiles=None)
         def f(self, x):
-            return x * read(self)
+            return self.w * x * self.k
 
-    with pytest.raises(sf.DepsCheckError, match=r"P.f: .*self.k=3"):
+    with pytest.raises(sf.DepsCheckError, match=r"P.f: deps=\"read\" traced the method for self.k=1 "
+                                                  r"with a recording self, and it traces differently"):
         P(jnp.ones(1)).f(1.0)
 
 

@@ -33,9 +33,8 @@ class DepsCheckError(RuntimeError):
 DEPS_CHECK_FIRST = (
     "{function}: deps=\"read\" traced the method for {base} with a recording self, and "
     "it traces differently from an ordinary self ({what}): a read of a static escaped "
-    "the recording. C code that reads self's __dict__ (dict.get(vars(self), ...), "
-    "inspect.getattr_static(self, ...)) finds no static value there. Read statics as "
-    "attributes (self.{field}), or use deps=\"all\" (the default) for this method."
+    "the recording. Read statics as attributes (self.{field}), or use deps=\"all\" "
+    "(the default) for this method."
 )
 DEPS_CHECK = (
     "{function}: deps=\"read\" shared the program traced for {base} with {key}, but the "

@@ -7,8 +7,10 @@ same: equations and their parameters (the text of the jaxpr), constants by value
 output's structure, shapes and dtypes; and so must the jaxprs of their gradients (a vjp
 with respect to every float input), where a ``custom_vjp`` backward rule runs. The first
 trace of each variant is compared the same way with a trace through a recording ``self``
-(``check_first``): C code reading the dict without its methods (``dict.get(vars(self),
-...)``, ``inspect.getattr_static``) finds no statics there, unrecorded and different. If they differ, a read of a static escaped the
+(``check_first``): the recording ``self`` must compute what an ordinary one computes. A
+read the recording cannot see (``dict.get(vars(self), ...)``, ``dict``'s own C methods
+past the recording dict's overrides) sees the user's value, so it shows when the program
+is shared with a key that differs there. If they differ, a read of a static escaped the
 recording, and ``DepsCheckError`` names the method, the statics the keys differ in and
 which of them were never recorded. The check traces (it never compiles or runs); the
 user's function runs twice more per shared key, only in this mode.

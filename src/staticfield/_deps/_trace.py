@@ -5,25 +5,32 @@ While a ``deps="read"`` method traces, ``self`` is made by ``stand_in``: a new i
 of ``type(obj)`` itself (no subclass is ever created, so ``type(self) is Cls``,
 ``type(self)(...)``, treedef comparisons, ``__init_subclass__`` registries and
 metaclasses see what they see with ``deps="all"``). Its ``__dict__`` is a ``Record``
-holding the dynamic fields and nothing else: no static value, no cached key, flatten,
-binding or cached property of the instance it stands for.
+holding the fields' values, the instance's own order (the dynamic ones standing in
+where nested instances are), and nothing else: no cached key, flatten, binding or
+cached property of the instance it stands for.
 
-The invariant: **every way of obtaining a static value of the traced ``self`` goes
-through ``Record.static``, which records the read.** Why no read can escape it:
+The invariant: **every way of obtaining a static value of the traced ``self`` through
+Python goes through ``Record.static``, which records the read.** Why no read escapes:
 
-- ``self.n``: the dict lacks ``n``, so Python asks the class. There a ``StaticSlot``
-  (``_core/_slots``) calls ``Record.static``; a user's data descriptor (a property
-  over a static name, in a subclass too) runs as on any instance, and reaches the
-  value only through the dict (below) or other attributes. A name that resolves to
-  anything else (a later ``Cls.n = 5``, a method, a cached_property, a slot-less
-  class sent by an older pickle) is put in the dict and counted as read up front:
-  that is what an ordinary instance would answer.
+- ``self.n``: a field's class attribute is a data descriptor (``FieldSlot``,
+  ``_core/_slots``), so Python asks it before the dict; it asks ``self.__dict__[n]``,
+  which is ``Record.static``. A user's data descriptor (a property over a static
+  name, in a subclass too) runs as on any instance, and reaches the value only
+  through the dict (below) or other attributes. A name that resolves to anything
+  else (a later ``Cls.n = 5``, a method, a cached_property, a slot-less class sent by
+  an older pickle) is counted as read up front: the dict answers it unrecorded.
 - The dict itself (``vars(self)``, ``self.__dict__``, ``cached_property``, every
   staticfield function that reads fields: the key, flatten, ``hash``, ``==``,
   ``repr``, ``copy``, pickle, ``sf.replace``): a lookup of a static name records that
-  static; iterating, copying, comparing or printing the dict records every static
-  and puts the values in. C code that reads a dict without its methods (attribute
-  lookup) finds no static value there, so it falls back to the class (above).
+  static; iterating, copying, comparing or printing the dict records every static.
+  ``inspect.getattr_static(self, "n")`` returns the class's ``FieldSlot`` (a data
+  descriptor wins), as on any instance: no value.
+- The one way around it: ``dict``'s own C methods called on the dict past its
+  overrides (``dict.get(vars(self), "n")``, ``dict.items(vars(self))``). They see the
+  user's values (the trace computes what ``deps="all"`` computes) but record nothing;
+  CPython gives no hook where code obtains an instance's ``__dict__``. The checking
+  mode (``_check``) catches such a read when the program is shared with a key that
+  differs there.
 - Cached entries cannot answer: none is copied in. What the trace itself caches
   (a key built from recorded reads, a cached property computed from them) derives
   from recorded reads only.
@@ -55,14 +62,15 @@ def where() -> str:
 
 
 class Record(StandIn):
-    """The ``__dict__`` of a traced ``self``: dynamic fields in it, statics answered and recorded."""
+    """The ``__dict__`` of a traced ``self``: the fields' values in it (dynamic ones
+    standing in where nested), each static read through it recorded."""
 
     __slots__ = ("recorder", "statics", "original")
 
     def __init__(self, recorder: Any, statics: dict[str, Any], original: dict[str, Any]) -> None:
         super().__init__()
         self.recorder = recorder
-        self.statics = statics  # the static values not (yet) in the dict
+        self.statics = statics  # the static values whose reads are still recorded
         self.original = original  # the dict of the instance it stands for, in its order
 
     def static(self, name: str) -> Any:
@@ -82,20 +90,14 @@ class Record(StandIn):
 
     # ----- one key: a static name is one read ---------------------------------------------
     def __getitem__(self, key: Any) -> Any:
-        try:
-            return dict.__getitem__(self, key)
-        except KeyError:
-            if key in self.statics:
-                return self.static(key)
-            raise
+        if key in self.statics:
+            return self.static(key)
+        return dict.__getitem__(self, key)
 
     def get(self, key: Any, default: Any = None) -> Any:
-        if dict.__contains__(self, key):
-            return dict.__getitem__(self, key)
-        return self.static(key) if key in self.statics else default
-
-    def __contains__(self, key: Any) -> bool:
-        return dict.__contains__(self, key) or key in self.statics
+        if key in self.statics:
+            return self.static(key)
+        return dict.get(self, key, default)
 
     def setdefault(self, key: Any, default: Any = None) -> Any:
         if key in self:
@@ -151,11 +153,14 @@ def stand_in(obj: Any, trace: Any, key: Any) -> tuple[Any, list[tuple], list[tup
         od = o.__dict__
         statics = {name: od[name] for name in spec.static_names}
         d = Record(Recorder(trace, prefix, spec.static_names), statics, od)
-        for name in spec.dynamic_names:
-            dict.__setitem__(d, name, sub(od[name], (*prefix, name)))
+        for name in od:  # the fields, in the instance's order; nothing derived from them
+            if name in spec.name_set and name not in statics:
+                dict.__setitem__(d, name, sub(od[name], (*prefix, name)))
+            elif name in statics:
+                dict.__setitem__(d, name, statics[name])
         for name in spec.static_names:
-            if not answers(cls, name):  # the class would answer, not the dict: keep it, as read
-                dict.__setitem__(d, name, statics.pop(name))
+            if not answers(cls, name):  # the class would answer, not the dict: read up front
+                statics.pop(name)
                 shadowed.append((*prefix, name))
         new = object.__new__(cls)
         object.__setattr__(new, "__dict__", d)
