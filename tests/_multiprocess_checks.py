@@ -83,5 +83,31 @@ def unstack():
     return [p == global_params(float(i)) for i, p in enumerate(parts)] == [True, True], str(parts)
 
 
-for name, fn in [("eq", eq), ("eq_refused", eq_refused), ("state_dict", state_dict), ("unstack", unstack)]:
+def reversed_mesh():
+    """The same operations on a mesh whose devices are in another order than jax.devices()
+    (each process's shards sit on other devices): ==, from_state_dict and unstack agree."""
+    rmesh = jax.sharding.Mesh(np.array(jax.devices()[::-1]), ("i",))
+    shardings = sf.shardings(Params(jnp.zeros(8)), rmesh)
+    a = jax.jit(lambda: Params(jnp.arange(8.0)), out_shardings=shardings)()
+    b = jax.jit(lambda: Params(jnp.arange(8.0)), out_shardings=shardings)()
+    back = sf.from_state_dict(a, sf.to_state_dict(a))
+    stacked = jax.device_put(sf.stack([Params(jnp.arange(8.0)), Params(jnp.arange(8.0) + 1)]),
+                             NamedSharding(rmesh, P(None, "i")))
+    parts = sf.unstack(stacked)
+    got = [a == b, back == a, back.w.sharding == a.w.sharding, parts[0] == a, parts[1] == a]
+    return got == [True, True, True, True, False], str(got)
+
+
+def local_state():
+    """A process-local instance (on this process's first device) restores from a host state
+    dict in each process, placed as the template is; its == compares locally."""
+    local = Params(jax.device_put(jnp.zeros(8, jnp.float32), jax.local_devices()[0]), n=3)
+    back = sf.from_state_dict(local, {"w": np.full(8, float(jax.process_index()), np.float32)})
+    ok = (back.w.is_fully_addressable and back.w.sharding == local.w.sharding and back.n == 3
+          and back == Params(jnp.full(8, float(jax.process_index()), jnp.float32), n=3))
+    return ok, str(back.w.sharding)
+
+
+for name, fn in [("eq", eq), ("eq_refused", eq_refused), ("state_dict", state_dict), ("unstack", unstack),
+                 ("reversed_mesh", reversed_mesh), ("local_state", local_state)]:
     check(name, fn)

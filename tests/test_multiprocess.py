@@ -57,10 +57,11 @@ def results() -> list[dict[str, dict]]:
             for _, out, _ in outputs]
 
 
-@pytest.mark.parametrize("check", ["eq", "eq_refused", "state_dict", "unstack"])
+@pytest.mark.parametrize("check", ["eq", "eq_refused", "state_dict", "unstack", "reversed_mesh", "local_state"])
 def test_on_arrays_spread_over_two_processes(results, check):
     """== (bitwise, as in one process), from_state_dict (jax and host state) and unstack work
-    on instances of global arrays, in both processes; == against an array on other devices
-    is a ValueError naming the class and field."""
+    on instances of global arrays, in both processes, on a mesh in jax.devices() order and
+    in another order; == against an array on other devices is a ValueError naming the class
+    and field; a process-local instance restores in each process."""
     for i, by_name in enumerate(results):
         assert by_name[check]["ok"], f"process {i}: {by_name[check]['detail']}"
