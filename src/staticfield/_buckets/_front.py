@@ -6,7 +6,8 @@ never imports ``_jit``): it finds the bucketed arguments' rows, picks the bucket
 (``_sizes``), pads (``_pad``), calls, slices the outputs that carry the row axis and counts
 ``buckets()``. A call whose one bucketed argument is a plain array passed by position
 takes a short path. What JAX traces (``spec.body(fn)``) is ``_trace``'s; the checking
-mode and the explanations are ``_report``'s.
+mode and the explanations are ``_report``'s; what a program store record keeps of a
+bucket, ``_recorded``'s.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 from .._core import _compat
 from . import _pad
 from ._errors import BucketError
+from ._recorded import Recorded
 from ._report import Reports
 from ._trace import AMBIGUOUS_AXES, Traced
 from ._sizes import Sizes
@@ -88,7 +90,7 @@ def _keystr(path: tuple) -> str:
     return jax.tree_util.keystr(path)
 
 
-class BucketSpec(Traced, Reports):
+class BucketSpec(Traced, Reports, Recorded):
     """The buckets of one function (see the module docstring)."""
 
     def __init__(self, fn: Callable, function: str, buckets: Any, sizes: Any, mask: Any,

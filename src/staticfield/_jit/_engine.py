@@ -591,3 +591,15 @@ class _VariantHooks(Hooks):
         self.engine.tracker.loaded()
         if self.deps is not None:
             self.deps.loaded(self.base)
+
+    def note(self) -> dict[str, Any] | None:
+        spec = self.engine.bucket_spec
+        return None if spec is None else spec.note()
+
+    def outputs(self) -> str | None:
+        spec = self.engine.bucket_spec
+        return None if spec is None else spec.outputs()
+
+    def learn(self, outputs: Any) -> None:
+        if self.engine.bucket_spec is not None:
+            self.engine.bucket_spec.learn(outputs)

@@ -4,7 +4,8 @@ A record (``<digest>.sfrec``) says how to make a program again: the function (mo
 and qualified name), its ``jax.jit`` options as the key writes them, the static variant
 (the static keys, by value), and the arguments as ``jax.jit`` saw them (their tree, and
 per leaf its kind, shape, dtype, weak type, and device when committed to one), with the
-process and local devices it was made on. ``sf.warmup`` rebuilds abstract arguments
+process and local devices it was made on, and the function's note (``buckets=``: the
+bucket, and whether ``"auto"`` ran its size exactly). ``sf.warmup`` rebuilds abstract arguments
 from it; ``--clear-programs`` removes the programs and keeps the records.
 
 A record is written once per program, on a miss (never on a hit), by the entry format's
@@ -82,9 +83,12 @@ def _machine() -> dict[str, Any]:
     return {"process_index": jax.process_index(), "devices": sorted(d.id for d in jax.local_devices())}
 
 
-def write(directory: str, fn: Callable, vkey: Any, options: str | None, sig: Any) -> None:
+def write(directory: str, fn: Callable, vkey: Any, options: str | None, sig: Any,
+          note: dict[str, Any] | None = None) -> None:
     """Keep the record of the program for ``sig`` of variant ``vkey`` (once); never raises
-    for a record that cannot be written by value."""
+    for a record that cannot be written by value. ``note``: what the function keeps beside
+    the arguments (``buckets=``: the bucket); it is not part of the record's name, so a
+    program has one record, with the note of the call that first made it."""
     tree, leaves, _ = sig
     described = [_leaf(s) for s in leaves]
     if options is None or None in described:
@@ -99,6 +103,8 @@ def write(directory: str, fn: Callable, vkey: Any, options: str | None, sig: Any
     path = _entries.entry_path(directory, _entries.key_digest(record), SUFFIX)
     if os.path.exists(path):
         return
+    if note is not None:
+        record["note"] = note
     _entries.write(path, {"record": record}, b"")
 
 
@@ -115,6 +121,11 @@ class Record:
     def here(self) -> bool:
         """Whether it was made on this process index and these local devices."""
         return all(self.fields.get(k) == v for k, v in _machine().items())
+
+    @property
+    def note(self) -> Any:
+        """What the function kept beside the arguments (``buckets=``: the bucket), or ``None``."""
+        return self.fields.get("note")
 
     def variant(self) -> Any:
         """The static variant's key, as the engine keys it."""

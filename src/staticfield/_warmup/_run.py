@@ -98,7 +98,10 @@ def warmup(workers: int | None = None, progress: bool = True) -> Summary:
             _skip(summary, name, f"{name}: no sf.jit or jit_method with these jax.jit options exists "
                   "in this process (import its module before sf.warmup())")
             continue
-        tasks.extend((engine, record, name) for engine in matches)
+        for engine in matches:
+            if engine.bucket_spec is not None:  # "auto": the recorded exact sizes stay exact
+                engine.bucket_spec.restore(record.note)
+            tasks.append((engine, record, name))
     threads: set[int] = set()
     lock = threading.Lock()
     pending = {name: 0 for _, _, name in tasks}
