@@ -76,19 +76,18 @@ class Hooks(Protocol):
         """The trace's program was loaded (a load) or is compiled now (a compile, budgeted;
         ``why``: why the store had no program for it)."""
 
-    def loaded_untraced(self) -> None:
-        """A program came from the store with no trace here (``trust="source"``)."""
+    def loaded_untraced(self, kept: Any) -> None:
+        """A program came from the store with no trace here (``trust="source"``); ``kept``:
+        what ``kept()`` said when it was made, or ``None``."""
 
     def note(self) -> dict[str, Any] | None:
         """What the record of the program made now keeps beside its arguments (``buckets=``:
         the bucket), or ``None``."""
 
-    def outputs(self) -> str | None:
-        """What the ``trust="source"`` key of the program traced last on this thread keeps of
-        its outputs (``buckets=``: which carry the rows), or ``None``; read once."""
-
-    def learn(self, outputs: Any) -> None:
-        """A program loaded without a trace: what its key kept of its outputs."""
+    def kept(self) -> dict[str, Any] | None:
+        """What the trace made last on this thread found that a load without a trace needs
+        (``buckets=``: which outputs carry the rows; ``deps="read"``: the statics read), as
+        JSON, or ``None``; kept with the program's ``trust="source"`` key, read once."""
 
 
 class StoredJit:
@@ -186,10 +185,10 @@ class StoredJit:
         """Trace, then load the program by the trace's key, or compile and write it.
         ``relink``: a program loaded here gets this function's ``trust="source"`` key too
         (another function's identical program, or a source change that left it alone)."""
-        self._hooks.outputs()  # what an earlier trace left is not this program's
+        self._hooks.kept()  # what an earlier trace left is not this program's
         with self._hooks.deferred() as tickets:
             traced = self.jitted.trace(*dyn, **kwargs)
-        outputs = self._hooks.outputs()  # None where JAX reused its own trace
+        kept = self._hooks.kept()
         counts()["traced"] += 1
         try:
             record = _digest.digest(traced.jaxpr)
@@ -208,7 +207,7 @@ class StoredJit:
             counts()["loaded"] += 1
             if relink:
                 try:
-                    self._write_link(directory, path, traced, sig, outputs)
+                    self._write_link(directory, path, traced, sig, kept)
                 except Exception as exc:  # a program that loaded still runs
                     logger.debug("staticfield could not write a trust=\"source\" key: %s", exc)
             return program
@@ -219,7 +218,7 @@ class StoredJit:
             for listener in list(MISS_LISTENERS):
                 listener(self.fn, why)
         compiled = self._compile(traced, tickets, why)
-        self._write(directory, path, key, compiled, traced, lines, sig, outputs)
+        self._write(directory, path, key, compiled, traced, lines, sig, kept)
         return compiled
 
     def _compile(self, traced: Any, tickets: list, why: str) -> Any:
@@ -321,8 +320,7 @@ class StoredJit:
             self._bad_entry(path, exc)
             return None, ""
         if not checked:  # the check's trace counted it, reads of deps="read" included
-            self._hooks.loaded_untraced()
-            self._hooks.learn(header.get("outputs"))
+            self._hooks.loaded_untraced(header.get("kept"))
         counts()["loaded"] += 1
         self._heard(time.perf_counter() - start, traced=checked)
         return program, ""
@@ -345,7 +343,7 @@ class StoredJit:
 
     # ----- writing ------------------------------------------------------------------------
     def _write(self, directory: str, path: str, key: dict, compiled: Any, traced: Any,
-               record: _digest.Digest, sig: Any, outputs: str | None) -> None:
+               record: _digest.Digest, sig: Any, kept: dict[str, Any] | None) -> None:
         """The entry (its JSON line names each top-level equation, for the checking mode),
         then its ``trust="source"`` link: an entry serves either trust."""
         try:
@@ -353,16 +351,16 @@ class StoredJit:
             display = {"function": _name(self.fn), "statics": _display_statics(self.vkey)}
             _entries.write(path, {"key": key, "display": display, **runs_on,
                                   "equations": record.equations, "consts": record.consts}, payload)
-            self._write_link(directory, path, traced, sig, outputs)
+            self._write_link(directory, path, traced, sig, kept)
         except Unstorable as exc:
             self._cannot_serve(str(exc))
         except Exception as exc:  # a program that cannot be stored still runs
             self._cannot_serve(f"{type(exc).__name__}: {exc}")
 
-    def _write_link(self, directory: str, entry: str, traced: Any, sig: Any, outputs: str | None) -> None:
+    def _write_link(self, directory: str, entry: str, traced: Any, sig: Any, kept: dict[str, Any] | None) -> None:
         """The ``trust="source"`` key of this program, for a later zero-trace load, with the
-        source of the user's code loaded now (``_sources``) and what its trace found of its
-        outputs (``Hooks.outputs``)."""
+        source of the user's code loaded now (``_sources``) and what its trace found that a
+        load without a trace needs (``Hooks.kept``)."""
         link = self._source_key(sig)
         sources = _sources.describe(_sources.loaded_files(self.fn)) if link is not None else None
         if link is None or sources is None:
@@ -370,8 +368,8 @@ class StoredJit:
         trees = pickle.dumps((traced.in_tree, traced.out_tree), protocol=4).hex()
         name = os.path.basename(entry)[: -len(_entries.SUFFIX)]
         header = {"link": link, "entry": name, "sources": sources, "trees": trees}
-        if outputs is not None:
-            header["outputs"] = outputs
+        if kept is not None:
+            header["kept"] = kept
         _entries.write(_entries.entry_path(directory, _entries.key_digest(link), _entries.LINK), header, b"")
 
     # ----- saying so ------------------------------------------------------------------------
