@@ -7,7 +7,8 @@ never imports ``_jit``): it finds the bucketed arguments' rows, picks the bucket
 ``buckets()``. A call whose one bucketed argument is a plain array passed by position
 takes a short path. What JAX traces (``spec.body(fn)``) is ``_trace``'s; the checking
 mode and the explanations are ``_report``'s; what a program store record keeps of a
-bucket, ``_recorded``'s.
+bucket, ``_recorded``'s; the arguments and results ahead of time (``lower``,
+``eval_shape``, ``precompile``), ``_ahead``'s.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ import numpy as np
 
 from .._core import _compat
 from . import _pad
+from ._errors import AMBIGUOUS as _AMBIGUOUS
+from ._errors import DISAGREE as _DISAGREE
 from ._errors import BucketError
+from ._ahead import Ahead
 from ._recorded import Recorded
 from ._report import Reports
 from ._trace import AMBIGUOUS_AXES, Traced
@@ -53,17 +57,6 @@ _LEAF_AXIS = (
     "{function}: the bucketed argument {path} is {what}, which has no axis {axis} to pad. "
     "Give it a row axis, or pass it in an argument that is not in buckets=."
 )
-_DISAGREE = (
-    "{function}: the bucketed leaves {a} and {b} disagree on their number of rows ({na} and "
-    "{nb}); every array leaf of a bucketed argument, and every bucketed argument of a call, "
-    "must have the same number of rows on its row axis."
-)
-_AMBIGUOUS = (
-    "{function}: two of its programs return outputs of the same structure and shapes with "
-    "the rows on different axes (or the output's row axes could not be found), so "
-    "staticfield cannot tell which axis to slice. Return the rows on the same axis, or use "
-    "two functions."
-)
 _SHARDED = (
     "{function}: the bucketed argument {path} is sharded over {m} devices along its row "
     "axis, and no size of bucket_sizes={sizes!r} at or above {rows} rows is a multiple of "
@@ -83,14 +76,15 @@ class _Call:
 
 
 def _is_array(x: Any) -> bool:
-    return isinstance(x, (np.ndarray, jax.Array)) and not isinstance(x, np.generic)
+    """An array leaf (a ``ShapeDtypeStruct`` too: ``lower``, ``eval_shape``, ``precompile``)."""
+    return isinstance(x, (np.ndarray, jax.Array, jax.ShapeDtypeStruct)) and not isinstance(x, np.generic)
 
 
 def _keystr(path: tuple) -> str:
     return jax.tree_util.keystr(path)
 
 
-class BucketSpec(Traced, Reports, Recorded):
+class BucketSpec(Traced, Reports, Recorded, Ahead):
     """The buckets of one function (see the module docstring)."""
 
     def __init__(self, fn: Callable, function: str, buckets: Any, sizes: Any, mask: Any,
