@@ -7,7 +7,9 @@ small program of staticfield's own, ``pad_rows``, that pads every leaf of a call
 (likewise). On the CPU, a size seen for the first time is padded or sliced on the host
 instead, so sizes that come once (most of them, in a serving loop) compile nothing. Plain ``jnp.pad`` or ``x[:n]`` would compile an eager program
 per leaf and size. Under a transformation (``vmap``, ``grad``, an outer ``jit``) the
-leaves are tracers and are padded and sliced inline, in the caller's program. Both
+leaves are tracers and are padded and sliced inline, in the caller's program. Inside
+``sf.no_compiles()`` a program of these that would compile is refused (``RecompileError``)
+before compiling, and the leaves are padded or sliced on the host instead. Both
 programs carry ``__staticfield_padding__``, by which ``sf.watch`` lists them apart from
 the user's functions. Padding is zeros (``False`` for bools).
 """
