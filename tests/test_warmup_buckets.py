@@ -31,9 +31,15 @@ def _auto(x):
     return jnp.sin(x)
 
 
+def _early(x):
+    TRACES.append("early")
+    return jnp.cos(x)
+
+
 scale = sf.jit(_scale, buckets={"x": 0}, static_argnames="k")
 listed = sf.jit(_listed, buckets={"x": 0}, bucket_sizes=[4, 16, 64])
 auto = sf.jit(_auto, buckets={"x": 0}, bucket_sizes="auto")
+early = sf.jit(_early, buckets={"x": 0}, bucket_sizes="auto")  # precompiled, never called
 
 
 @sf.dataclass
@@ -53,7 +59,12 @@ class Model:
         return (x @ self.w) ** power
 
 
-FUNCTIONS = [scale, listed, auto, Model.pooled, Model.rows]
+FUNCTIONS = [scale, listed, auto, early, Model.pooled, Model.rows]
+
+
+def precompile(sizes):
+    for n in sizes:
+        early.precompile(jax.ShapeDtypeStruct((n, 3), jnp.float32))
 
 
 def inputs(sizes):
@@ -62,8 +73,10 @@ def inputs(sizes):
     return Model(jnp.ones((3, 3)) / 3), [(x, jnp.asarray(x)) for x in xs]
 
 
-def run(model, xs):
-    return [out for x, y in xs for out in (scale(x, k=2), listed(y), auto(x), model.pooled(y), model.rows(x, 2))]
+def run(model, xs, early_too=True):
+    """The calls (``early`` only where asked: the first process precompiles it)."""
+    return [out for x, y in xs for out in (scale(x, k=2), listed(y), auto(x), model.pooled(y), model.rows(x, 2),
+                                           *([early(y)] if early_too else []))]
 
 
 def reference(model, xs):
@@ -71,7 +84,7 @@ def reference(model, xs):
     with jax.disable_jit():
         return [out for x, _ in xs for out in (
             _scale(x, 2), _listed(x), _auto(x),
-            x @ model.w * model.n + x.sum(), (x @ model.w) ** 2)]
+            x @ model.w * model.n + x.sum(), (x @ model.w) ** 2, _early(x))]
 
 
 def compiles():
@@ -88,7 +101,8 @@ import staticfield as sf
 import model
 
 if sys.argv[1] == "record":
-    model.run(*model.inputs([3, 5, 17]))
+    model.precompile([3, 5, 17])
+    model.run(*model.inputs([3, 5, 17]), early_too=False)
     print(json.dumps({"compiles": model.compiles()}))
     sys.exit()
 summary = sf.warmup(workers=1)
@@ -110,14 +124,15 @@ print(json.dumps({"same": same, "shapes": [list(o.shape) for o in out], "traces"
 @pytest.mark.parametrize("trust", ["trace", "source"])
 def test_warmup_prepares_every_bucket_seen(tmp_path, trust):
     """Buckets per function seen by the first process: scale 4, 8, 32; listed 4, 16, 64;
-    auto 3 (exact), 8, 32; pooled 4, 8, 32; rows 3 (exact), 8, 32: 15 programs. The
-    second process loads all 15 and its calls, at other sizes in those buckets, trace and
-    compile nothing, with the unbucketed results."""
+    auto 3 (exact), 8, 32; pooled 4, 8, 32; rows 3 (exact), 8, 32; early (precompiled,
+    not called) 3 (exact), 8, 32: 18 programs. The second process loads all 18 and its
+    calls, at other sizes in those buckets, trace and compile nothing, with the unbucketed
+    results."""
     first = run(tmp_path, MODEL, SCRIPT, "record", trust=trust)
-    assert first["compiles"] == 15
+    assert first["compiles"] == 18
     second = run(tmp_path, MODEL, SCRIPT, "warm", trust=trust)
     assert second["skipped"] == 0, second["problems"]
-    assert second["loaded"] == 15 and second["compiled"] == 0 and second["warm_compiles"] == 0
+    assert second["loaded"] == 18 and second["compiled"] == 0 and second["warm_compiles"] == 0
     assert second["run_compiles"] == 0 and second["traces"] == []
     assert second["same"]
-    assert [s[0] for s in second["shapes"][::5]] == [6, 3, 7, 20, 30]  # rows sliced back
+    assert [s[0] for s in second["shapes"][::6]] == [6, 3, 7, 20, 30]  # rows sliced back

@@ -13,12 +13,14 @@ it: the outputs that carry the row axis back at ``rows``. ``Ahead`` is a base of
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import contextlib
+import types
+from typing import Any, Callable, Iterator
 
 import jax
 import numpy as np
 
-from ._errors import AMBIGUOUS, DISAGREE, BucketError
+from ._errors import AMBIGUOUS, BucketError
 from ._trace import AMBIGUOUS_AXES
 
 
@@ -42,28 +44,15 @@ class Ahead:
     mask: Any
     positions: dict
     _out_axes: dict
-    _found: Callable
-    _leaves: Callable
-    _path: Callable
+    _parts: Callable
     _bucket: Callable
     _derive: Callable
+    _local: Any
 
     def ahead(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, int, int]:
         """The bucket program's arguments (abstract, see the module docstring), the rows
         and the bucket (equal when there is nothing to pad)."""
-        parts, rows, first = [], None, None
-        for name, value, positional in self._found(args, kwargs):
-            leaves, treedef, axes, _ = self._leaves(name, value)
-            for i, (leaf, axis) in enumerate(zip(leaves, axes)):
-                if axis is None:
-                    continue
-                n = np.shape(leaf)[axis]
-                if rows is None:
-                    rows, first = n, (name, value, i)
-                elif n != rows:
-                    raise ValueError(DISAGREE.format(function=self.function, a=self._path(*first), na=rows,
-                                                      b=self._path(name, value, i), nb=n))
-            parts.append((name, positional, leaves, treedef, axes))
+        parts, rows = self._parts(args, kwargs)
         if rows is None:
             return args, kwargs, 0, 0
         bucket = self._bucket(rows, parts)
@@ -78,6 +67,20 @@ class Ahead:
         if self.mask:
             kwargs["valid"] = jax.ShapeDtypeStruct((bucket,), np.dtype(bool))
         return tuple(args), kwargs, rows, bucket
+
+    @contextlib.contextmanager
+    def as_call(self, rows: int, bucket: int) -> Iterator[None]:
+        """Ahead of time as in a call of ``rows`` rows run in ``bucket``: a program made now
+        is recorded with its bucket (``_recorded``), as a call's would be."""
+        if not bucket:  # no rows: nothing to record
+            yield
+            return
+        outer = getattr(self._local, "call", None)
+        self._local.call = types.SimpleNamespace(rows=rows, bucket=bucket, traced=False, check=False)
+        try:
+            yield
+        finally:
+            self._local.call = outer
 
     def shapes(self, out: Any, rows: int, bucket: int, args: tuple, kwargs: dict) -> Any:
         """``eval_shape``'s answer for the bucket's program, as a call returns it."""

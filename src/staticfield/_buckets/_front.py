@@ -186,24 +186,7 @@ class BucketSpec(Traced, Reports, Recorded, Ahead):
                 x = args[only_pos]
                 if x.__class__ is np.ndarray or (x.__class__ is _ARRAY and x.sharding.num_devices == 1):
                     return single(x, args, kwargs)
-            found = spec._found(args, kwargs)
-            parts = []
-            rows: int | None = None
-            for name, value, positional in found:
-                if value.__class__ in plain:  # one array: no tree to flatten
-                    leaves, treedef, axes = [value], None, [spec._axis(name, value)]
-                else:
-                    leaves, treedef, axes, _ = spec._leaves(name, value)
-                for i, (leaf, axis) in enumerate(zip(leaves, axes)):
-                    if axis is None:
-                        continue
-                    n = leaf.shape[axis]
-                    if rows is None:
-                        rows, first = n, (name, value, i)
-                    elif n != rows:
-                        raise ValueError(_DISAGREE.format(function=spec.function, a=spec._path(*first), na=rows,
-                                                          b=spec._path(name, value, i), nb=n))
-                parts.append((name, positional, leaves, treedef, axes))
+            parts, rows = spec._parts(args, kwargs, plain)
             if rows is None:
                 return call(*args, **kwargs)
             bucket = spec._bucket(rows, parts)
@@ -239,6 +222,29 @@ class BucketSpec(Traced, Reports, Recorded, Ahead):
 
         bucketed.__wrapped__ = call  # type: ignore[attr-defined]
         return bucketed
+
+    def _parts(self, args: tuple, kwargs: dict, plain: tuple = ()) -> tuple[list, int | None]:
+        """Each bucketed argument given as (name, positional, leaves, treedef, row axes), and
+        the rows they agree on (``None``: no leaf has rows). A value of a class in ``plain``
+        is one array (no tree to flatten: its treedef is ``None``)."""
+        parts = []
+        rows: int | None = None
+        for name, value, positional in self._found(args, kwargs):
+            if value.__class__ in plain:
+                leaves, treedef, axes = [value], None, [self._axis(name, value)]
+            else:
+                leaves, treedef, axes, _ = self._leaves(name, value)
+            for i, (leaf, axis) in enumerate(zip(leaves, axes)):
+                if axis is None:
+                    continue
+                n = leaf.shape[axis]
+                if rows is None:
+                    rows, first = n, (name, value, i)
+                elif n != rows:
+                    raise ValueError(_DISAGREE.format(function=self.function, a=self._path(*first), na=rows,
+                                                      b=self._path(name, value, i), nb=n))
+            parts.append((name, positional, leaves, treedef, axes))
+        return parts, rows
 
     def _done(self, out: Any, state: _Call, args: Any, kwargs: dict, given: tuple | None = None) -> Any:
         """After the call: slice, count, and (checking mode) compare with the unpadded call."""

@@ -46,7 +46,8 @@ class Programs:
             return self._variant_aot(what, args, kwargs)
         # buckets=: the bucket's program, for the arguments a call would pad to it
         padded, padded_kwargs, rows, bucket = spec.ahead(args, kwargs)
-        out = self._variant_aot(what, padded, padded_kwargs)
+        with spec.as_call(rows, bucket):
+            out = self._variant_aot(what, padded, padded_kwargs)
         return spec.shapes(out, rows, bucket, padded, padded_kwargs) if what == "eval_shape" else out
 
     def _variant_aot(self, what: str, args: tuple, kwargs: dict) -> Any:
