@@ -3,14 +3,13 @@ next process's run traces and compiles nothing; records outlive --clear-programs
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-import textwrap
 
 import jax.numpy as jnp
 import pytest
+from _fresh_process import run
 
 import staticfield as sf
 
@@ -100,20 +99,7 @@ RECORD = "record"
 
 
 def _run(tmp_path, mode, *argv, env=None, trust=None, script=SCRIPT):
-    full = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", STATICFIELD_PROGRAM_STORE=str(tmp_path / "store"),
-                PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
-    for name in ("XLA_FLAGS", "STATICFIELD_PROGRAM_STORE_TRUST", "STATICFIELD_CHECK_STORE", "MEET"):
-        full.pop(name, None)
-    if trust:
-        full["STATICFIELD_PROGRAM_STORE_TRUST"] = trust
-    full.update(env or {})
-    (tmp_path / "model.py").write_text(textwrap.dedent(MODEL))
-    path = tmp_path / "script.py"
-    path.write_text(textwrap.dedent(script))
-    proc = subprocess.run([sys.executable, str(path), mode, *argv], env=full, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stderr[-4000:]}"
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run(tmp_path, MODEL, script, mode, *argv, env=env, trust=trust)
 
 
 @pytest.mark.parametrize("trust", ["trace", "source"])

@@ -8,7 +8,9 @@ a list, ``"auto"``); ``_pad`` pads inputs (on the host for NumPy, by one small p
 its own per new size for device arrays) and slices outputs back; ``_front`` is the call
 (pad, run, slice, count), given the engine's call as an explicit input; ``_trace`` the
 body JAX traces in place of the user's function (analyse, then evaluate the analysed
-program); ``_report`` the checking mode and the ``"bucket"`` explanations; ``_errors``
+program); ``_report`` the checking mode and the ``"bucket"`` explanations; ``_recorded``
+what a program store record keeps of a bucket (for ``sf.warmup``); ``_ahead`` the
+arguments and results of ``lower``/``trace``/``eval_shape``/``precompile``; ``_errors``
 holds ``BucketError``, ``BucketCheckError`` and the messages.
 
 Imports: ``_core`` and ``_explain`` only; ``_jit`` builds on it, and ``_watch`` recognises

@@ -37,6 +37,18 @@ CHECK_FAILED = (
     "(valid.sum()), or drop buckets= for this function."
 )
 
+DISAGREE = (
+    "{function}: the bucketed leaves {a} and {b} disagree on their number of rows ({na} and "
+    "{nb}); every array leaf of a bucketed argument, and every bucketed argument of a call, "
+    "must have the same number of rows on its row axis."
+)
+AMBIGUOUS = (
+    "{function}: two of its programs return outputs of the same structure and shapes with "
+    "the rows on different axes (or the output's row axes could not be found), so "
+    "staticfield cannot tell which axis to slice. Return the rows on the same axis, or use "
+    "two functions."
+)
+
 
 def output_name(path: tuple) -> str:
     """``output ['y']``, or ``the output`` for a function that returns one array."""

@@ -6,7 +6,9 @@ never imports ``_jit``): it finds the bucketed arguments' rows, picks the bucket
 (``_sizes``), pads (``_pad``), calls, slices the outputs that carry the row axis and counts
 ``buckets()``. A call whose one bucketed argument is a plain array passed by position
 takes a short path. What JAX traces (``spec.body(fn)``) is ``_trace``'s; the checking
-mode and the explanations are ``_report``'s.
+mode and the explanations are ``_report``'s; what a program store record keeps of a
+bucket, ``_recorded``'s; the arguments and results ahead of time (``lower``,
+``eval_shape``, ``precompile``), ``_ahead``'s.
 """
 
 from __future__ import annotations
@@ -21,7 +23,11 @@ import numpy as np
 
 from .._core import _compat
 from . import _pad
+from ._errors import AMBIGUOUS as _AMBIGUOUS
+from ._errors import DISAGREE as _DISAGREE
 from ._errors import BucketError
+from ._ahead import Ahead
+from ._recorded import Recorded
 from ._report import Reports
 from ._trace import AMBIGUOUS_AXES, Traced
 from ._sizes import Sizes
@@ -51,17 +57,6 @@ _LEAF_AXIS = (
     "{function}: the bucketed argument {path} is {what}, which has no axis {axis} to pad. "
     "Give it a row axis, or pass it in an argument that is not in buckets=."
 )
-_DISAGREE = (
-    "{function}: the bucketed leaves {a} and {b} disagree on their number of rows ({na} and "
-    "{nb}); every array leaf of a bucketed argument, and every bucketed argument of a call, "
-    "must have the same number of rows on its row axis."
-)
-_AMBIGUOUS = (
-    "{function}: two of its programs return outputs of the same structure and shapes with "
-    "the rows on different axes (or the output's row axes could not be found), so "
-    "staticfield cannot tell which axis to slice. Return the rows on the same axis, or use "
-    "two functions."
-)
 _SHARDED = (
     "{function}: the bucketed argument {path} is sharded over {m} devices along its row "
     "axis, and no size of bucket_sizes={sizes!r} at or above {rows} rows is a multiple of "
@@ -81,14 +76,15 @@ class _Call:
 
 
 def _is_array(x: Any) -> bool:
-    return isinstance(x, (np.ndarray, jax.Array)) and not isinstance(x, np.generic)
+    """An array leaf (a ``ShapeDtypeStruct`` too: ``lower``, ``eval_shape``, ``precompile``)."""
+    return isinstance(x, (np.ndarray, jax.Array, jax.ShapeDtypeStruct)) and not isinstance(x, np.generic)
 
 
 def _keystr(path: tuple) -> str:
     return jax.tree_util.keystr(path)
 
 
-class BucketSpec(Traced, Reports):
+class BucketSpec(Traced, Reports, Recorded, Ahead):
     """The buckets of one function (see the module docstring)."""
 
     def __init__(self, fn: Callable, function: str, buckets: Any, sizes: Any, mask: Any,
@@ -190,24 +186,7 @@ class BucketSpec(Traced, Reports):
                 x = args[only_pos]
                 if x.__class__ is np.ndarray or (x.__class__ is _ARRAY and x.sharding.num_devices == 1):
                     return single(x, args, kwargs)
-            found = spec._found(args, kwargs)
-            parts = []
-            rows: int | None = None
-            for name, value, positional in found:
-                if value.__class__ in plain:  # one array: no tree to flatten
-                    leaves, treedef, axes = [value], None, [spec._axis(name, value)]
-                else:
-                    leaves, treedef, axes, _ = spec._leaves(name, value)
-                for i, (leaf, axis) in enumerate(zip(leaves, axes)):
-                    if axis is None:
-                        continue
-                    n = leaf.shape[axis]
-                    if rows is None:
-                        rows, first = n, (name, value, i)
-                    elif n != rows:
-                        raise ValueError(_DISAGREE.format(function=spec.function, a=spec._path(*first), na=rows,
-                                                          b=spec._path(name, value, i), nb=n))
-                parts.append((name, positional, leaves, treedef, axes))
+            parts, rows = spec._parts(args, kwargs, plain)
             if rows is None:
                 return call(*args, **kwargs)
             bucket = spec._bucket(rows, parts)
@@ -243,6 +222,29 @@ class BucketSpec(Traced, Reports):
 
         bucketed.__wrapped__ = call  # type: ignore[attr-defined]
         return bucketed
+
+    def _parts(self, args: tuple, kwargs: dict, plain: tuple = ()) -> tuple[list, int | None]:
+        """Each bucketed argument given as (name, positional, leaves, treedef, row axes), and
+        the rows they agree on (``None``: no leaf has rows). A value of a class in ``plain``
+        is one array (no tree to flatten: its treedef is ``None``)."""
+        parts = []
+        rows: int | None = None
+        for name, value, positional in self._found(args, kwargs):
+            if value.__class__ in plain:
+                leaves, treedef, axes = [value], None, [self._axis(name, value)]
+            else:
+                leaves, treedef, axes, _ = self._leaves(name, value)
+            for i, (leaf, axis) in enumerate(zip(leaves, axes)):
+                if axis is None:
+                    continue
+                n = leaf.shape[axis]
+                if rows is None:
+                    rows, first = n, (name, value, i)
+                elif n != rows:
+                    raise ValueError(_DISAGREE.format(function=self.function, a=self._path(*first), na=rows,
+                                                      b=self._path(name, value, i), nb=n))
+            parts.append((name, positional, leaves, treedef, axes))
+        return parts, rows
 
     def _done(self, out: Any, state: _Call, args: Any, kwargs: dict, given: tuple | None = None) -> Any:
         """After the call: slice, count, and (checking mode) compare with the unpadded call."""

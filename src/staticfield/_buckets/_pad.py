@@ -7,7 +7,9 @@ small program of staticfield's own, ``pad_rows``, that pads every leaf of a call
 (likewise). On the CPU, a size seen for the first time is padded or sliced on the host
 instead, so sizes that come once (most of them, in a serving loop) compile nothing. Plain ``jnp.pad`` or ``x[:n]`` would compile an eager program
 per leaf and size. Under a transformation (``vmap``, ``grad``, an outer ``jit``) the
-leaves are tracers and are padded and sliced inline, in the caller's program. Both
+leaves are tracers and are padded and sliced inline, in the caller's program. Inside
+``sf.no_compiles()`` a program of these that would compile is refused (``RecompileError``)
+before compiling, and the leaves are padded or sliced on the host instead. Both
 programs carry ``__staticfield_padding__``, by which ``sf.watch`` lists them apart from
 the user's functions. Padding is zeros (``False`` for bools).
 """
@@ -22,6 +24,7 @@ import numpy as np
 from jax import lax
 
 from .._core import _compat
+from .._core._errors import RecompileError
 
 
 def _pad_one(leaf: Any, axis: int, bucket: int) -> Any:
@@ -101,10 +104,13 @@ def _first_on_cpu(key: Any, leaves: Sequence[Any]) -> bool:
 
 
 def _on_host(leaf: Any, index: tuple, pad_to: tuple | None = None) -> Any:
+    """``leaf`` padded or sliced on the host, put back where it was (uncommitted: on the
+    default device, uncommitted)."""
     host = np.asarray(leaf)
+    sharding = leaf.sharding if getattr(leaf, "committed", False) else None
     if pad_to is not None:
-        return jax.device_put(host_pad(host, *pad_to))
-    return jax.device_put(np.ascontiguousarray(host[index]))
+        return jax.device_put(host_pad(host, *pad_to), sharding)
+    return jax.device_put(np.ascontiguousarray(host[index]), sharding)
 
 
 def pad(leaves: list, axes: list, bucket: int) -> list:
@@ -125,10 +131,13 @@ def pad(leaves: list, axes: list, bucket: int) -> list:
         key = ("pad", tuple(dspec), tuple((x.shape, x.dtype) for x in given))
         if _first_on_cpu(key, given):
             padded = [_on_host(x, (), (axis, bucket)) for x, (axis, _) in zip(given, dspec)]
-        elif any(s is not None and len(s.device_set) > 1 for s in shardings):
-            padded = _sharded_pad(shardings)(given, tuple(dspec))
         else:
-            padded = pad_rows(given, tuple(dspec))
+            program = (_sharded_pad(shardings) if any(s is not None and len(s.device_set) > 1 for s in shardings)
+                       else pad_rows)
+            try:
+                padded = program(given, tuple(dspec))
+            except RecompileError:  # inside sf.no_compiles(): pad on the host, compile nothing
+                padded = [_on_host(x, (), (axis, bucket)) for x, (axis, _) in zip(given, dspec)]
         for i, p in zip(device, padded):
             out[i] = p
     return out
@@ -140,9 +149,16 @@ def cut(leaves: list, axes: Sequence[int | None], n: int) -> list:
     if any(_is_tracer(x) for x in leaves):
         return _slice_all(leaves, spec)
     if _first_on_cpu(("slice", spec, tuple((x.shape, x.dtype) for x in leaves)), leaves):
-        return [x if axis is None else _on_host(x, (slice(None),) * axis + (slice(0, n),))
-                for x, axis in zip(leaves, axes)]
-    return slice_rows(leaves, spec)
+        return _host_cut(leaves, axes, n)
+    try:
+        return slice_rows(leaves, spec)
+    except RecompileError:  # inside sf.no_compiles(): slice on the host, compile nothing
+        return _host_cut(leaves, axes, n)
+
+
+def _host_cut(leaves: list, axes: Sequence[int | None], n: int) -> list:
+    return [x if axis is None else _on_host(x, (slice(None),) * axis + (slice(0, n),))
+            for x, axis in zip(leaves, axes)]
 
 
 @functools.lru_cache(maxsize=256)

@@ -2,7 +2,7 @@
 
 ``"pow2"`` (1, 2, 4, ...), a sorted list of sizes, or ``"auto"``: the exact row count
 until the row count first changes, then pow2 (the first size keeps its exact program) (torch.compile's automatic dynamic shapes,
-in buckets). A pow2 bucket wastes less than half of its rows: ``n`` rows pad to fewer
+in buckets); ``sf.warmup`` adds the exact sizes an earlier process recorded (``keep_exact``). A pow2 bucket wastes less than half of its rows: ``n`` rows pad to fewer
 than ``2n``.
 """
 
@@ -31,7 +31,7 @@ class Sizes:
         self.spec = sizes
         self.auto = sizes == "auto"
         self.pow2 = sizes in ("pow2", "auto")
-        self._first: int | None = None  # "auto": the exact size, until another is seen
+        self._exact: set[int] | None = None  # "auto": the exact sizes (the first seen, and warm-up's)
         self._lock = threading.Lock()
         if not self.pow2:
             if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__iter__"):
@@ -46,9 +46,9 @@ class Sizes:
         """The bucket for ``n`` rows; ``names()`` names the bucketed arguments in an error."""
         if self.auto:
             with self._lock:
-                if self._first is None:
-                    self._first = n
-            if n == self._first:  # the first size keeps its exact program
+                if self._exact is None:
+                    self._exact = {n}
+            if n in self._exact:  # the first size keeps its exact program
                 return n
         if self.pow2:
             return 1 if n <= 1 else 1 << (n - 1).bit_length()
@@ -57,3 +57,16 @@ class Sizes:
             raise ValueError(TOO_MANY.format(function=self.function, names=names(), rows=n,
                                              largest=self.listed[-1], sizes=self.spec))
         return self.listed[i]
+
+    def exact(self, n: int) -> bool:
+        """``"auto"``: whether ``n`` rows run exactly (unpadded)."""
+        return self.auto and self._exact is not None and n in self._exact
+
+    def keep_exact(self, n: int) -> None:
+        """``"auto"``: run ``n`` rows exactly from now on, as the process that recorded its
+        program did (``sf.warmup``). This process then goes on where that one left off: a
+        first size of its own that was not recorded gets a pow2 bucket."""
+        with self._lock:
+            if self._exact is None:
+                self._exact = set()
+            self._exact.add(n)

@@ -104,11 +104,16 @@ class Traced:
                     raise BucketError(NO_ROW_OUTPUT.format(function=self.function, output=output_name(path),
                                                            aval=text, names=names))
         key = (out_tree, tuple((tuple(s.shape), s.dtype) for s in shapes))
+        self._learn(key, axes)
+        self._local.last_out = (key, axes)  # for the program store's key of this program
+        flat_out = jaxpr_as_fun(closed)(*inputs)
+        return out_tree.unflatten(flat_out)
+
+    def _learn(self, key: Any, axes: list) -> None:
+        """Which outputs of a program (by its outputs' tree, shapes and dtypes) carry the rows."""
         with self._lock:
             known = self._out_axes.get(key)
             self._out_axes[key] = axes if known is None or known == axes else AMBIGUOUS_AXES
-        flat_out = jaxpr_as_fun(closed)(*inputs)
-        return out_tree.unflatten(flat_out)
 
     def _mixed_axis(self, state: Any, aval: Any, inputs: list, states: list) -> int | None:
         """``mask=``: a ``Mixed`` output is sliced on its declared row axis when it still has

@@ -65,6 +65,7 @@ DEPS = ("all", "read")
 _ESCAPED = "self kept past its trace (a callback, a custom_vjp rule or a stored reference)"
 _SHADOWED = "{name} answered by a class attribute (counted as read)"
 _LOADED = "a program loaded from the program store (what its trace read is not known)"
+_LOADED_READ = "read by the trace of a program loaded from the program store"
 _RETRIES = 8
 
 
@@ -210,13 +211,45 @@ class Deps:
                 self._reindex(variant)
         return out
 
-    def loaded(self, base: Any) -> None:
+    def loaded(self, base: Any, reads: Any = None) -> None:
         """A program of ``base``'s variant came from the program store, not from a trace
-        here: the variant reads every static from now on, so it is never shared again."""
+        here: the variant reads what the program's trace read (``reads``, as ``reads_of``
+        gave them when it was stored with its source), else every static from now on, so
+        it is never shared again."""
         with self.lock:
             variant = self.by_base.get(base)
-            if variant is not None:
+            if variant is None:
+                return
+            paths = _paths(reads)
+            try:
+                if paths is None:
+                    raise ValueError(reads)
+                for p in paths:
+                    part(base, p)  # a path of this key (else every static counts as read)
+            except Exception:
                 self.extend(variant, variant.tops, _LOADED, in_trace=False, warn=False)
+                return
+            self.extend(variant, paths, _LOADED_READ, in_trace=False, warn=False)
+            if not variant.committed:  # as a trace that read these would have
+                variant.committed = True
+                self._reindex(variant)
+
+    def reads_of(self, base: Any) -> list | None:
+        """The statics ``base``'s variant read so far (a superset of what any one of its
+        programs read), as JSON, for the program store (``None``: no variant)."""
+        with self.lock:
+            variant = self.by_base.get(base)
+            return None if variant is None else [list(p) for p in sorted(variant.reads, key=repr)]
+
+    def made(self, base: Any) -> tuple:
+        """The entry of the variant of ``base`` (made with no trace when it is new): for
+        ``sf.warmup``, which has a recorded key and no instance."""
+        with self.lock:
+            entry = self.variants.get(base)
+            if entry is None:
+                entry = self.variants[base] = (self.make_jitted(base), (0,))
+                self.by_base[base] = Variant(entry, base)
+        return entry
 
     def extend(self, variant: Variant, paths: tuple[tuple[str, ...], ...], how: str, in_trace: bool,
                warn: bool = True) -> None:
@@ -282,6 +315,14 @@ class Deps:
                 change = dataclasses.replace(change, read=text)
             out.append(change)
         return out or list(changes)
+
+
+def _paths(reads: Any) -> tuple | None:
+    """``reads`` (JSON lists of path steps) as paths; ``None`` when they are not a list of
+    paths (then every static counts as read)."""
+    if not isinstance(reads, list) or not all(isinstance(p, list) and p for p in reads):
+        return None
+    return tuple(tuple(p) for p in reads)
 
 
 def check_deps(owner: str, deps: Any) -> None:

@@ -64,6 +64,12 @@ class RestDeps:
         static_kwargs = tuple((name, part.raw) for name, part in keywords)
         return self.engine._make_jitted(RestKey(rest, key), layout, static_kwargs)
 
+    def made(self, vkey: Any) -> Any:
+        """The ``jax.jit`` of variant ``vkey`` (a recorded ``RestKey``), made when it is new."""
+        if not isinstance(vkey, RestKey):
+            raise TypeError(f"a record of {self.engine.tracker.function} names no variant of it")
+        return self.deps_for(vkey.rest).made(vkey.key)[0]
+
     def of(self, vkey: RestKey) -> tuple[Deps, Any]:
         """The ``Deps`` and base key of a variant made here."""
         return self.by_rest[vkey.rest], vkey.key

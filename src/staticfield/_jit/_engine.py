@@ -375,13 +375,15 @@ class JitFunction(Programs):
 
     def variant(self, vkey: Any) -> Any:
         """The ``jax.jit`` of variant ``vkey``, made from the key alone when it is new (for
-        ``sf.warmup``, which has a recorded key and no arguments); ``None`` where a key
-        alone cannot make one (``deps="read"`` shares programs by what a trace reads)."""
+        ``sf.warmup``, which has a recorded key and no arguments; under ``deps="read"``,
+        the variant of that base key, whose trace or stored key says what it reads)."""
+        if self.deps is not None:
+            return self.deps.made(vkey)[0]
+        if self.rest_deps is not None:
+            return self.rest_deps.made(vkey)
         entry = self.variants.get(vkey)
         if entry is not None:
             return entry[0]
-        if self.deps is not None or self.rest_deps is not None:
-            return None
         with self._lock:
             entry = self.variants.get(vkey)
             if entry is None and self.fast:
@@ -586,8 +588,23 @@ class _VariantHooks(Hooks):
                     tracker.abort(rest)
                 raise
 
-    def loaded_untraced(self) -> None:
-        """No trace here: with ``deps="read"``, nothing recorded what it reads (``Deps.loaded``)."""
+    def loaded_untraced(self, kept: Any) -> None:
+        """No trace here: with ``deps="read"``, the statics the stored program's trace read
+        (``kept``), else every static (``Deps.loaded``); with ``buckets=``, which outputs
+        carry the rows."""
         self.engine.tracker.loaded()
+        kept = kept if isinstance(kept, dict) else {}
         if self.deps is not None:
-            self.deps.loaded(self.base)
+            self.deps.loaded(self.base, kept.get("reads"))
+        if self.engine.bucket_spec is not None:
+            self.engine.bucket_spec.learn(kept.get("rows"))
+
+    def note(self) -> dict[str, Any] | None:
+        spec = self.engine.bucket_spec
+        return None if spec is None else spec.note()
+
+    def kept(self) -> dict[str, Any] | None:
+        spec = self.engine.bucket_spec
+        found = {"rows": spec.outputs() if spec is not None else None,
+                 "reads": self.deps.reads_of(self.base) if self.deps is not None else None}
+        return {k: v for k, v in found.items() if v is not None} or None

@@ -3,7 +3,8 @@
 
 ``Programs`` is a base of the engine (``_engine.JitFunction``), kept apart so the engine
 holds the call and miss paths only. Each method takes the user's arguments (instances,
-not children) and goes through the variant JAX would run for them.
+not children) and goes through the variant JAX would run for them; with ``buckets=``, for
+the arguments padded to the bucket a call would run (``_buckets._ahead``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class Programs:
     deps_front: Any  # deps="read": obj.method's C++ dispatch, or None
     static_fronts: list  # per static-argument hit path: its C++ fronts by static values
     executables: set
+    bucket_spec: Any  # buckets=: its BucketSpec, or None
 
     def _jax_call(self, args: tuple, kwargs: dict) -> tuple[Any, list, dict]:
         if not self.fast:
@@ -39,6 +41,16 @@ class Programs:
         return jitted, [children, *args[1:]], kwargs
 
     def _aot(self, what: str, args: tuple, kwargs: dict) -> Any:
+        spec = self.bucket_spec
+        if spec is None:
+            return self._variant_aot(what, args, kwargs)
+        # buckets=: the bucket's program, for the arguments a call would pad to it
+        padded, padded_kwargs, rows, bucket = spec.ahead(args, kwargs)
+        with spec.as_call(rows, bucket):
+            out = self._variant_aot(what, padded, padded_kwargs)
+        return spec.shapes(out, rows, bucket, padded, padded_kwargs) if what == "eval_shape" else out
+
+    def _variant_aot(self, what: str, args: tuple, kwargs: dict) -> Any:
         if self.rest_deps is not None:
             return self.rest_deps.aot(what, args, kwargs)
         if self.deps is not None and args:

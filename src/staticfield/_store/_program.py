@@ -76,8 +76,18 @@ class Hooks(Protocol):
         """The trace's program was loaded (a load) or is compiled now (a compile, budgeted;
         ``why``: why the store had no program for it)."""
 
-    def loaded_untraced(self) -> None:
-        """A program came from the store with no trace here (``trust="source"``)."""
+    def loaded_untraced(self, kept: Any) -> None:
+        """A program came from the store with no trace here (``trust="source"``); ``kept``:
+        what ``kept()`` said when it was made, or ``None``."""
+
+    def note(self) -> dict[str, Any] | None:
+        """What the record of the program made now keeps beside its arguments (``buckets=``:
+        the bucket), or ``None``."""
+
+    def kept(self) -> dict[str, Any] | None:
+        """What the trace made last on this thread found that a load without a trace needs
+        (``buckets=``: which outputs carry the rows; ``deps="read"``: the statics read), as
+        JSON, or ``None``; kept with the program's ``trust="source"`` key, read once."""
 
 
 class StoredJit:
@@ -166,7 +176,8 @@ class StoredJit:
         if program is None:
             program = self._trace(directory, sig, dyn, kwargs, why, relink=trust == "source")
         try:  # what sf.warmup needs to make this program again, in another process
-            _records.write(directory, self.fn, self.vkey, self._static.get("options") or _key.options(self._options), sig)
+            _records.write(directory, self.fn, self.vkey, self._static.get("options") or _key.options(self._options), sig,
+                           self._hooks.note())
         except Exception as exc:  # a program without a record still runs
             logger.debug("staticfield could not write a program store record: %s", exc)
         with self._lock:  # threads that missed together: the first program kept wins
@@ -177,8 +188,10 @@ class StoredJit:
         """Trace, then load the program by the trace's key, or compile and write it.
         ``relink``: a program loaded here gets this function's ``trust="source"`` key too
         (another function's identical program, or a source change that left it alone)."""
+        self._hooks.kept()  # what an earlier trace left is not this program's
         with self._hooks.deferred() as tickets:
             traced = self.jitted.trace(*dyn, **kwargs)
+        kept = self._hooks.kept()
         counts()["traced"] += 1
         try:
             record = _digest.digest(traced.jaxpr)
@@ -197,7 +210,7 @@ class StoredJit:
             counts()["loaded"] += 1
             if relink:
                 try:
-                    self._write_link(directory, path, traced, sig)
+                    self._write_link(directory, path, traced, sig, kept)
                 except Exception as exc:  # a program that loaded still runs
                     logger.debug("staticfield could not write a trust=\"source\" key: %s", exc)
             return program
@@ -208,7 +221,7 @@ class StoredJit:
             for listener in list(MISS_LISTENERS):
                 listener(self.fn, why)
         compiled = self._compile(traced, tickets, why)
-        self._write(directory, path, key, compiled, traced, lines, sig)
+        self._write(directory, path, key, compiled, traced, lines, sig, kept)
         return compiled
 
     def _compile(self, traced: Any, tickets: list, why: str) -> Any:
@@ -310,7 +323,7 @@ class StoredJit:
             self._bad_entry(path, exc)
             return None, ""
         if not checked:  # the check's trace counted it, reads of deps="read" included
-            self._hooks.loaded_untraced()
+            self._hooks.loaded_untraced(header.get("kept"))
         counts()["loaded"] += 1
         self._heard(time.perf_counter() - start, traced=checked)
         return program, ""
@@ -333,7 +346,7 @@ class StoredJit:
 
     # ----- writing ------------------------------------------------------------------------
     def _write(self, directory: str, path: str, key: dict, compiled: Any, traced: Any,
-               record: _digest.Digest, sig: Any) -> None:
+               record: _digest.Digest, sig: Any, kept: dict[str, Any] | None) -> None:
         """The entry (its JSON line names each top-level equation, for the checking mode),
         then its ``trust="source"`` link: an entry serves either trust."""
         try:
@@ -341,23 +354,26 @@ class StoredJit:
             display = {"function": _name(self.fn), "statics": _display_statics(self.vkey)}
             _entries.write(path, {"key": key, "display": display, **runs_on,
                                   "equations": record.equations, "consts": record.consts}, payload)
-            self._write_link(directory, path, traced, sig)
+            self._write_link(directory, path, traced, sig, kept)
         except Unstorable as exc:
             self._cannot_serve(str(exc))
         except Exception as exc:  # a program that cannot be stored still runs
             self._cannot_serve(f"{type(exc).__name__}: {exc}")
 
-    def _write_link(self, directory: str, entry: str, traced: Any, sig: Any) -> None:
+    def _write_link(self, directory: str, entry: str, traced: Any, sig: Any, kept: dict[str, Any] | None) -> None:
         """The ``trust="source"`` key of this program, for a later zero-trace load, with the
-        source of the user's code loaded now (``_sources``)."""
+        source of the user's code loaded now (``_sources``) and what its trace found that a
+        load without a trace needs (``Hooks.kept``)."""
         link = self._source_key(sig)
         sources = _sources.describe(_sources.loaded_files(self.fn)) if link is not None else None
         if link is None or sources is None:
             return
         trees = pickle.dumps((traced.in_tree, traced.out_tree), protocol=4).hex()
         name = os.path.basename(entry)[: -len(_entries.SUFFIX)]
-        _entries.write(_entries.entry_path(directory, _entries.key_digest(link), _entries.LINK),
-                       {"link": link, "entry": name, "sources": sources, "trees": trees}, b"")
+        header = {"link": link, "entry": name, "sources": sources, "trees": trees}
+        if kept is not None:
+            header["kept"] = kept
+        _entries.write(_entries.entry_path(directory, _entries.key_digest(link), _entries.LINK), header, b"")
 
     # ----- saying so ------------------------------------------------------------------------
     def _bad_entry(self, path: str, exc: Exception) -> None:

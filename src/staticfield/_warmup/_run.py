@@ -13,7 +13,6 @@ from typing import Any
 from .. import _store
 from .._core._traceback import call_site, located
 from .._core import _front
-from .._jit._args import qualname
 from .._jit._engine import ENGINES, JitFunction
 from .._jit._programs import aot
 from .._store import _program, _records
@@ -74,9 +73,11 @@ def warmup(workers: int | None = None, progress: bool = True) -> Summary:
     Each record's arguments are rebuilt (instances from their static keys, arrays as
     ``jax.ShapeDtypeStruct``s); its program is loaded from the store where the store has
     it, else traced, lowered and compiled (and stored). After it, calls of the recorded
-    variants trace and compile nothing. Records of functions that do not exist here, of
-    ``deps="read"`` methods, or that cannot be rebuilt are ``skipped`` (``problems`` says
-    why); records of other processes or devices are left alone. ``progress``: a line on
+    variants trace and compile nothing (``deps="read"`` methods included, and keys that
+    share their programs by the statics read). Records of functions that do not exist
+    here, or that cannot be rebuilt (a mesh over devices this process lacks), are
+    ``skipped`` (``problems`` says why); records of other processes or local device sets
+    are left alone. ``progress``: a line on
     stderr for each function that took more than a second.
     """
     store = _store.current()
@@ -98,7 +99,10 @@ def warmup(workers: int | None = None, progress: bool = True) -> Summary:
             _skip(summary, name, f"{name}: no sf.jit or jit_method with these jax.jit options exists "
                   "in this process (import its module before sf.warmup())")
             continue
-        tasks.extend((engine, record, name) for engine in matches)
+        for engine in matches:
+            if engine.bucket_spec is not None:  # "auto": the recorded exact sizes stay exact
+                engine.bucket_spec.restore(record.note)
+            tasks.append((engine, record, name))
     threads: set[int] = set()
     lock = threading.Lock()
     pending = {name: 0 for _, _, name in tasks}
@@ -147,16 +151,15 @@ def _prepare_here(engine: JitFunction, record: _records.Record) -> tuple[Counts,
     problem = ""
     try:
         jitted = _front.unwrap(engine.variant(record.variant()))
-        if jitted is None:
-            problem = f"{qualname(engine.fn)} uses deps=\"read\", whose programs warm-up cannot make from a record"
-        else:
-            dyn, kwargs = record.arguments()
-            if isinstance(jitted, _store.StoredJit):
-                jitted.precompile(*dyn, **kwargs)
-            else:  # made before the store was set: into jax.jit's own cache
-                aot(jitted, "precompile")(*dyn, **kwargs)
-                counts["traced"] += 1
-                counts["compiled"] += 1
+        dyn, kwargs = record.arguments()
+        if isinstance(jitted, _store.StoredJit):
+            jitted.precompile(*dyn, **kwargs)
+        else:  # made before the store was set: into jax.jit's own cache
+            aot(jitted, "precompile")(*dyn, **kwargs)
+            counts["traced"] += 1
+            counts["compiled"] += 1
+    except _records.MissingDevices as exc:
+        problem = f"cannot be rebuilt: {exc}"
     except Exception as exc:  # one record that cannot be made never stops the others
         problem = f"cannot be rebuilt or prepared ({type(exc).__name__}: {exc})"
     result = Counts(**{k: counts[k] - before[k] for k in before}, skipped=int(bool(problem)),
