@@ -9,9 +9,12 @@ it raises ``sf.HostMismatchError`` naming the function, the processes and the di
 in the user's words, instead of hanging in the program's first collective.
 ``STATICFIELD_HOST_CHECK=0`` turns it off; nothing runs in one process or on a hit.
 
-Imports: ``_core`` only (the description of a trace's arguments comes from ``_jit``, which
-calls ``agree`` from its miss path).
+Imports: ``_core`` only (the description of a program's arguments comes from ``_jit``,
+which calls ``agree`` from its miss path: after a trace, and for a program loaded from the
+store without one).
 """
 
 from ._check import agree as agree
 from ._check import enabled as enabled
+from ._check import spans_processes as spans_processes
+from ._check import traced_call as traced_call
