@@ -38,6 +38,24 @@ def test_plain_jax_jit_is_refused_with_the_function_and_first_compile():
     assert np.allclose(f(x), 3.0)
 
 
+def test_plain_jax_jit_compiled_before_the_block_is_explained_against_that_compile():
+    """A plain jax.jit function compiled for f32[3] before the block (no watcher running
+    then), called with f32[4] inside it: the refusal names the shape change, not "first
+    compile"."""
+    def widen(x):
+        return x * 2.0
+
+    f = jax.jit(widen)
+    f(np.ones(3, np.float32))
+    with sf.no_compiles():
+        with pytest.raises(sf.RecompileError, match=r"widen would compile inside") as info:
+            f(np.ones(4, np.float32))
+    text = str(info.value)
+    assert "first compile" not in text and "closest earlier compile" in text
+    assert "\n  x: f32[3] → f32[4] (shape)" in text, text
+    assert np.allclose(f(np.ones(4, np.float32)), 2.0)  # outside the block it compiles
+
+
 def test_a_warmed_up_program_runs_inside_the_block(counted_jit):
     """A program compiled before the block runs inside it, with no new trace."""
     f = counted_jit(lambda x: x + 1)

@@ -16,3 +16,6 @@ compile); ``_jit`` asks ``_state`` whether to refuse, and ``_message`` for the w
 """
 
 from ._api import no_compiles as no_compiles
+from ._history import install as _install_history
+
+_install_history()  # compiles before the first block are remembered too

@@ -6,7 +6,8 @@ before XLA runs. It is wrapped while at least one ``no_compiles`` block is open 
 thread (a thread outside a block passes through after reading a thread-local counter),
 and put back when the last one closes. Its watcher (a private ``sf.watch``, running
 as long) hears each trace, so a refusal names the user's function and its call site,
-and what changed against the closest compile it saw while a block was open.
+and what changed against the closest compile it saw while a block was open, or else
+against the closest one ``_history`` kept from before the block.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from .._core import _compat
 from .._core._errors import RecompileError, StaticFieldWarning
 from .._watch import _site
 from .._watch._watcher import watch
-from . import _message, _state
+from . import _history, _message, _state
 
 _installed: dict[str, Any] = {}
 _lock = threading.Lock()
@@ -83,10 +84,21 @@ def _explain(args: tuple, kwargs: dict) -> str:
         found = None
     if found is not None and watcher is not None:
         name, location, changes, eager = found
+        if changes is None and not eager:  # first seen by the block: a compile before it?
+            changes = _earlier(watcher, module)
         watcher.forget_trace()  # refused: nothing compiled
         return _message.refused(name, location, changes, eager=eager)
     name = re.sub(r"^(p?jit_)+", "", module) or "a JAX program"
     return _message.refused(name, _site.call_site(), None, eager=_site.eager())
+
+
+def _earlier(watcher: watch, module: str) -> list | None:
+    """The changes against the closest compile made before the block opened (``_history``)."""
+    try:
+        current = watcher.description_in_progress(module)
+        return _history.changes(*current) if current is not None else None
+    except Exception:  # an explanation must never hide the refusal
+        return None
 
 
 def _module_name(computation: Any) -> str:
