@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 
 import jax
@@ -70,10 +74,10 @@ def test_nothing_of_the_stance_stays_in_jax_after_the_last_block():
     """Outside every block, JAX's compile entry point and trace hook are JAX's own again."""
     from jax._src import compiler, pjit
 
-    before = compiler.compile_or_get_cached, pjit._trace_for_jit
+    before = compiler.compile_or_get_cached, compiler.backend_compile_and_load, pjit._trace_for_jit
     with sf.no_compiles():
         assert compiler.compile_or_get_cached is not before[0]
-    assert (compiler.compile_or_get_cached, pjit._trace_for_jit) == before
+    assert (compiler.compile_or_get_cached, compiler.backend_compile_and_load, pjit._trace_for_jit) == before
 
 
 def test_sf_jit_method_is_refused_and_not_counted():
@@ -244,3 +248,42 @@ def test_program_store_loads_are_allowed_and_misses_refused(tmp_path):
         assert np.allclose(again(five), 1.0) and again.compile_count == 2
     finally:
         sf.set_program_store(None)
+
+
+PERSISTENT = """
+import json, sys
+import jax, numpy as np
+jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+import staticfield as sf
+
+
+def cached(x):
+    return x * 5.0 + 1.0
+
+
+out = {"first": np.asarray(jax.jit(cached)(np.ones(5, np.float32))).tolist()}
+jax.clear_caches()  # JAX's in-memory caches: only the persistent cache holds the program now
+with sf.no_compiles():
+    hit = jax.jit(cached)(np.ones(5, np.float32))
+    try:
+        jax.jit(cached)(np.ones(6, np.float32))
+    except sf.RecompileError as exc:
+        out["miss"] = str(exc)
+out["hit"] = np.asarray(hit).tolist()
+print(json.dumps(out))
+"""
+
+
+def test_a_hit_in_jax_persistent_cache_runs_inside_the_block(tmp_path):
+    """With JAX's persistent compilation cache on (in a fresh process: JAX decides once per
+    process whether it uses one), a program that JAX loads from it compiles nothing, so it
+    runs inside the block; a shape the cache lacks is still refused before compiling."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run([sys.executable, "-c", PERSISTENT, str(tmp_path / "xla")], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["first"] == out["hit"] == [6.0] * 5
+    assert "cached would compile inside sf.no_compiles()" in out.get("miss", ""), out
