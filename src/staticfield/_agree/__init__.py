@@ -1,8 +1,9 @@
 """Agreement between processes: a multi-process job's processes compile the same programs.
 
 Owns the check (``_check``): in a ``jax.distributed`` job, every new program of an ``sf``
-function whose arguments span more than one process publishes a digest of (function,
-static key, avals, shardings) in ``jax.distributed``'s key-value store before it first
+function whose arguments span more than one process (compiled, or loaded from the store
+with or without a trace) publishes a digest of (function, static key (under
+``deps="read"``, the statics its trace read), avals, shardings) in ``jax.distributed``'s key-value store before it first
 runs, and waits until every other process has published the same digest for that
 function; when one has not within ``STATICFIELD_HOST_CHECK_TIMEOUT`` seconds (default 60)
 it raises ``sf.HostMismatchError`` naming the function, the processes and the difference
