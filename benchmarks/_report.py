@@ -8,7 +8,7 @@ import os
 import shutil
 from typing import Any
 
-from . import buckets, deps, dispatch, fields, misses, nested, restart, stacking, variants, warmup, watch
+from . import agree, buckets, deps, dispatch, fields, misses, nested, restart, stacking, variants, warmup, watch
 from ._harness import Results, Row, fmt_us
 from ._plots import plots
 from ._targets import Target
@@ -182,6 +182,14 @@ def body(results: Results, targets: list[Target], machine: dict[str, Any],
                 "kept, on 1 or 2 worker threads. µs from the start of warm-up to the last result, "
                 "the median of 3 processes each.", ""]
         out += _table(results.select(warmup.WARMUP), warmup.COLD)
+    if results.select(agree.AGREE):
+        check = next((r.note for r in results.select(agree.AGREE) if r.note), "")
+        out += ["", f"{h} 14. the agreement between processes, per new program", "",
+                "A two-process job (2 CPU devices each): every call compiles and runs a new program "
+                "sharded over both processes, with the check on and off in alternation. µs per first "
+                "call (trace, compile, run), the 10th percentile of each on process 0"
+                + (f"; {check}, waiting for the other process included" if check else "") + ".", ""]
+        out += _table(results.select(agree.AGREE), agree.OFF)
     notes = [f"- {n}" for n in results.notes]
     compile_s = results.extra.get("variants_compile_s")
     if compile_s:

@@ -7,7 +7,7 @@ import dataclasses
 import json
 import time
 
-from . import buckets, deps, dispatch, fields, hits, misses, nested, restart, stacking, variants, warmup, watch
+from . import agree, buckets, deps, dispatch, fields, hits, misses, nested, restart, stacking, variants, warmup, watch
 from ._harness import Config, Results, Row, load_average, machine
 from ._report import update_docs, write
 from ._targets import Target, evaluate
@@ -25,6 +25,7 @@ RUNNERS = {
     "buckets": buckets.run,
     "warmup": warmup.run,
     "hits": hits.run,
+    "agree": agree.run,
 }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import buckets, deps, dispatch, fields, hits, misses, nested, restart, variants, warmup, watch
+from . import agree, buckets, deps, dispatch, fields, hits, misses, nested, restart, variants, warmup, watch
 from ._harness import Results
 
 
@@ -156,4 +156,7 @@ def evaluate(results: Results) -> list[Target]:
         one, two = g(warmup.WARMUP, param, warmup.ONE), g(warmup.WARMUP, param, warmup.TWO)
         out.append(Target(f"sf.warmup with the records only ({param}): workers=2 / workers=1", 0.7, True,
                           _ratio(two, one), _why((warmup.TWO, two), (warmup.ONE, one))))
+    on, off = g(agree.AGREE, agree.PARAM, agree.ON), g(agree.AGREE, agree.PARAM, agree.OFF)
+    out.append(Target("new program spanning 2 processes: agreement check on / off", 1.05, True, _ratio(on, off),
+                      _why((agree.ON, on), (agree.OFF, off))))
     return out

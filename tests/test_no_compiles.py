@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 
 import jax
@@ -38,6 +42,24 @@ def test_plain_jax_jit_is_refused_with_the_function_and_first_compile():
     assert np.allclose(f(x), 3.0)
 
 
+def test_plain_jax_jit_compiled_before_the_block_is_explained_against_that_compile():
+    """A plain jax.jit function compiled for f32[3] before the block (no watcher running
+    then), called with f32[4] inside it: the refusal names the shape change, not "first
+    compile"."""
+    def widen(x):
+        return x * 2.0
+
+    f = jax.jit(widen)
+    f(np.ones(3, np.float32))
+    with sf.no_compiles():
+        with pytest.raises(sf.RecompileError, match=r"widen would compile inside") as info:
+            f(np.ones(4, np.float32))
+    text = str(info.value)
+    assert "first compile" not in text and "closest earlier compile" in text
+    assert "\n  x: f32[3] → f32[4] (shape)" in text, text
+    assert np.allclose(f(np.ones(4, np.float32)), 2.0)  # outside the block it compiles
+
+
 def test_a_warmed_up_program_runs_inside_the_block(counted_jit):
     """A program compiled before the block runs inside it, with no new trace."""
     f = counted_jit(lambda x: x + 1)
@@ -52,10 +74,10 @@ def test_nothing_of_the_stance_stays_in_jax_after_the_last_block():
     """Outside every block, JAX's compile entry point and trace hook are JAX's own again."""
     from jax._src import compiler, pjit
 
-    before = compiler.compile_or_get_cached, pjit._trace_for_jit
+    before = compiler.compile_or_get_cached, compiler.backend_compile_and_load, pjit._trace_for_jit
     with sf.no_compiles():
         assert compiler.compile_or_get_cached is not before[0]
-    assert (compiler.compile_or_get_cached, pjit._trace_for_jit) == before
+    assert (compiler.compile_or_get_cached, compiler.backend_compile_and_load, pjit._trace_for_jit) == before
 
 
 def test_sf_jit_method_is_refused_and_not_counted():
@@ -226,3 +248,42 @@ def test_program_store_loads_are_allowed_and_misses_refused(tmp_path):
         assert np.allclose(again(five), 1.0) and again.compile_count == 2
     finally:
         sf.set_program_store(None)
+
+
+PERSISTENT = """
+import json, sys
+import jax, numpy as np
+jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+import staticfield as sf
+
+
+def cached(x):
+    return x * 5.0 + 1.0
+
+
+out = {"first": np.asarray(jax.jit(cached)(np.ones(5, np.float32))).tolist()}
+jax.clear_caches()  # JAX's in-memory caches: only the persistent cache holds the program now
+with sf.no_compiles():
+    hit = jax.jit(cached)(np.ones(5, np.float32))
+    try:
+        jax.jit(cached)(np.ones(6, np.float32))
+    except sf.RecompileError as exc:
+        out["miss"] = str(exc)
+out["hit"] = np.asarray(hit).tolist()
+print(json.dumps(out))
+"""
+
+
+def test_a_hit_in_jax_persistent_cache_runs_inside_the_block(tmp_path):
+    """With JAX's persistent compilation cache on (in a fresh process: JAX decides once per
+    process whether it uses one), a program that JAX loads from it compiles nothing, so it
+    runs inside the block; a shape the cache lacks is still refused before compiling."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run([sys.executable, "-c", PERSISTENT, str(tmp_path / "xla")], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["first"] == out["hit"] == [6.0] * 5
+    assert "cached would compile inside sf.no_compiles()" in out.get("miss", ""), out

@@ -46,22 +46,29 @@ def _timeout() -> float:
         return DEFAULT_TIMEOUT
 
 
-def spans_processes() -> bool:
-    """Whether the jitted call being traced has an argument on another process's devices
-    (host-local programs, on this process's devices only, are not checked). Read from the
-    call's concrete arguments in the frame of JAX's ``_trace_for_jit``; a trace nested in
-    another (its arguments are tracers) is part of the outer program, not checked here."""
+def traced_call() -> tuple[Any, tuple, dict] | None:
+    """The jitted call being traced, as JAX received it: ``(function, args, kwargs)`` from
+    the frame of JAX's ``_trace_for_jit`` (the concrete arrays, or ``ShapeDtypeStruct``s
+    of ``.trace``), ``None`` where this JAX has no such frame."""
     original = _compat.get("trace_for_jit")
     if original is None:
-        return False
+        return None
     code = original.__code__
     frame = sys._getframe(1)
     while frame is not None and frame.f_code is not code:
         frame = frame.f_back  # type: ignore[assignment]
     if frame is None:
-        return False
+        return None
+    found = frame.f_locals
+    return found.get("fun"), tuple(found.get("args") or ()), dict(found.get("kwargs") or {})
+
+
+def spans_processes(leaves: list) -> bool:
+    """Whether a call's arguments (``leaves``) lie on another process's devices too
+    (host-local programs, on this process's devices only, are not checked). A traced
+    leaf belongs to an outer program, which is checked as a whole."""
     me = jax.process_index()
-    for leaf in jax.tree_util.tree_leaves(frame.f_locals.get("args")):
+    for leaf in leaves:
         sharding = getattr(leaf, "sharding", None)
         if isinstance(leaf, jax.core.Tracer) or sharding is None:
             continue
@@ -88,10 +95,11 @@ def _text(entry: tuple) -> str:
 
 def agree(function: str, description: dict[str, tuple] | None) -> None:
     """Publish this program's digest for ``function`` and wait for every other process's;
-    ``HostMismatchError`` when one has not published it within the timeout."""
+    ``HostMismatchError`` when one has not published it within the timeout. The caller
+    checked that the program spans processes (``spans_processes``)."""
     state = _compat.get("distributed_state")
     client = getattr(state, "client", None)
-    if client is None or description is None or not spans_processes():
+    if client is None or description is None:
         return
     entries = {path: _text(entry) for path, entry in description.items()}
     digest = hashlib.sha256(json.dumps([function, sorted(entries.items())]).encode()).hexdigest()[:24]

@@ -55,6 +55,8 @@ FEATURES = {
     "store": "the program store stays off",
     "no_compiles": ("sf.no_compiles() cannot refuse the compiles of functions other than "
                     "staticfield's (sf.jit and jit_method are still refused)"),
+    "no_compiles_cache": ("sf.no_compiles() also refuses a program that JAX's persistent compilation "
+                          "cache holds (which compiles nothing)"),
     "host_check": ("the processes of a multi-process job do not check that they compile the "
                    "same programs (a mismatch hangs in the first collective)"),
     "fast_check": "",  # a faster construction check only: without it, isinstance does the work
@@ -90,6 +92,9 @@ PRIVATE: tuple[Private, ...] = (
     # the trace and lowering, before XLA runs (the stance refuses there).
     Private("compile_or_get_cached", "jax._src.compiler", "compile_or_get_cached",
             ("backend", "computation", "devices", "compile_options"), "no_compiles"),
+    # ... and inside it, the XLA compile itself, which a persistent-cache hit never reaches.
+    Private("backend_compile_and_load", "jax._src.compiler", "backend_compile_and_load",
+            ("backend", "module", "executable_devices", "options"), "no_compiles_cache"),
     # The C++ hit path (_jit/_front): a jit object of JAX's own kind whose miss handler is
     # staticfield's, which answers with what a variant's jax.jit answers from its own.
     Private("pjit_function", "jax._src.lib", "_jax.pjit",

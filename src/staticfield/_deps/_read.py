@@ -42,14 +42,17 @@ class Variant:
 
 
 class Trace:
-    """One trace of a variant: open until it returns."""
+    """One trace of a variant: open until it returns. ``seen`` gathers the paths this trace
+    read (the variant's read set also holds what its earlier traces read)."""
 
-    __slots__ = ("deps", "variant", "open")
+    __slots__ = ("deps", "variant", "open", "seen")
 
-    def __init__(self, deps: Any, variant: Variant) -> None:
+    def __init__(self, deps: Any, variant: Variant, seen: set | None = None) -> None:
         self.deps, self.variant, self.open = deps, variant, True
+        self.seen = seen if seen is not None else set()
 
     def record(self, paths: tuple[tuple[str, ...], ...], how: str) -> None:
+        self.seen.update(paths)
         reads = self.variant.reads
         if all(p in reads for p in paths):  # all installed keys agree there
             return

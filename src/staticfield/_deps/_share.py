@@ -179,12 +179,13 @@ class Deps:
         return entry
 
     # ----- tracing --------------------------------------------------------------------------
-    def run(self, fn: Callable[..., Any], base: Any, args: tuple, kwargs: dict) -> Any:
+    def run(self, fn: Callable[..., Any], base: Any, args: tuple, kwargs: dict,
+            seen: set | None = None) -> Any:
         """Call ``fn`` with a recording ``self`` (``_trace``); then check that nothing kept it
-        (nor a nested instance of it)."""
+        (nor a nested instance of it). ``seen`` receives the paths this trace read."""
         with self.lock:
             variant = self.by_base[base]  # made with its jax.jit, by miss or _isolate
-        trace = Trace(self, variant)
+        trace = Trace(self, variant, seen)
         traced, shadowed, nested = stand_in(args[0], trace, base)
         try:
             for path in shadowed:

@@ -67,12 +67,14 @@ def _leaf_entry(leaf: Any) -> tuple:
         aval = jax.typeof(leaf)
     sharding = None
     try:
-        # A concrete array's own sharding: its aval's drops the Auto axes (P(None, None)).
-        # A tracer's: the concrete array's it stands for in the call being traced, if known.
+        # A concrete array's own sharding (and a ShapeDtypeStruct's): its aval's drops the
+        # Auto axes (P(None, None)). A tracer's: the concrete array's it stands for in the
+        # call being traced, if known.
         known = getattr(_traced, "shardings", None)
         s = known.get(id(leaf)) if known else None
         if s is None:
-            s = leaf.sharding if isinstance(leaf, jax.Array) and not isinstance(leaf, Tracer) else aval.sharding
+            own = isinstance(leaf, (jax.Array, jax.ShapeDtypeStruct)) and not isinstance(leaf, Tracer)
+            s = leaf.sharding if own else aval.sharding
         if not s.mesh.empty:
             sharding = sharding_text(s)
     except Exception:

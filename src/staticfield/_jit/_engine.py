@@ -20,8 +20,8 @@ from typing import Any, Callable
 
 import jax
 
-from .._agree import agree as agree_across_processes
 from .._agree import enabled as several_processes
+from ._agreement import publish, publish_traced
 from .._explain import _describe
 from ._args import check_jit_kwargs, qualname, resolve_donation, resolve_static
 from .._deps._check import enabled as check_enabled
@@ -479,9 +479,11 @@ class JitFunction(Programs):
                     variants.pop(base, None)
             raise
         try:
-            out = self.traced_fn(*args, **kwargs) if deps is None else deps.run(self.traced_fn, base, args, kwargs)
+            seen: set | None = None if deps is None else set()  # deps="read": what this trace read
+            out = self.traced_fn(*args, **kwargs) if deps is None else deps.run(self.traced_fn, base, args,
+                                                                                 kwargs, seen)
             if several_processes():  # a multi-process job: every process makes this program
-                agree_across_processes(tracker.function, description)
+                publish_traced(self, deps, base, seen)
         except BaseException as exc:
             tracker.abort(ticket)
             add_hint(exc, self.names, args, kwargs)
@@ -587,6 +589,17 @@ class _VariantHooks(Hooks):
                 for rest in tickets[i + 1:]:
                     tracker.abort(rest)
                 raise
+
+    def agree(self, jitted: Any, dyn: tuple, kwargs: dict, kept: Any) -> None:
+        """A program loaded with no trace (``trust="source"``): it agrees between processes
+        as a traced one does; under ``deps="read"``, on the statics its variant read when it
+        was stored (``kept``), else on every static."""
+        if several_processes():
+            reads = kept.get("reads") if isinstance(kept, dict) else None
+            seen = ({tuple(p) for p in reads} if self.deps is not None and isinstance(reads, list)
+                    else None)
+            publish(self.engine, getattr(getattr(jitted, "__wrapped__", None), "__sf_user_call__", None),
+                    dyn, kwargs, self.deps, self.base, seen)
 
     def loaded_untraced(self, kept: Any) -> None:
         """No trace here: with ``deps="read"``, the statics the stored program's trace read

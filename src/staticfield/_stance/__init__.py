@@ -7,7 +7,9 @@ and whether the trace in progress is abstract, made by ``.lower``/``.trace``/
 "first compile"); the hook on JAX's one compile entry point (``_hook``), which refuses
 the compiles of every JAX function that staticfield does not trace itself (plain
 ``jax.jit``, equinox, flax, eager operations) and hears their traces through a watcher of
-its own; and the public ``no_compiles`` (``_api``: a context manager and a decorator).
+its own; the small descriptions of plain JAX functions' compiles made before a block
+opened (``_history``, a ``jax.monitoring`` listener), so that their refusals say what
+changed; and the public ``no_compiles`` (``_api``: a context manager and a decorator).
 ``sf.jit`` and ``jit_method`` refuse earlier, where their tracker decides a compile, so a
 refused trace is neither counted nor cached.
 
@@ -16,3 +18,6 @@ compile); ``_jit`` asks ``_state`` whether to refuse, and ``_message`` for the w
 """
 
 from ._api import no_compiles as no_compiles
+from ._history import install as _install_history
+
+_install_history()  # compiles before the first block are remembered too

@@ -4,9 +4,14 @@ Every XLA compile of any JAX function goes through it (a ``jax.jit`` miss, a
 ``.compile()``, an eager operation's program), after the trace and the lowering and
 before XLA runs. It is wrapped while at least one ``no_compiles`` block is open in any
 thread (a thread outside a block passes through after reading a thread-local counter),
-and put back when the last one closes. Its watcher (a private ``sf.watch``, running
+and put back when the last one closes. In a refusing thread it lets JAX look in its
+persistent compilation cache first: a hit compiles nothing and runs; the refusal comes
+from the wrapper on ``backend_compile_and_load``, which every XLA compile inside it calls
+(in both JAX versions we support), before XLA runs. Where this JAX lacks that function,
+the refusal comes at the entry, persistent-cache hits included. Its watcher (a private ``sf.watch``, running
 as long) hears each trace, so a refusal names the user's function and its call site,
-and what changed against the closest compile it saw while a block was open.
+and what changed against the closest compile it saw while a block was open, or else
+against the closest one ``_history`` kept from before the block.
 """
 
 from __future__ import annotations
@@ -21,11 +26,12 @@ from .._core import _compat
 from .._core._errors import RecompileError, StaticFieldWarning
 from .._watch import _site
 from .._watch._watcher import watch
-from . import _message, _state
+from . import _history, _message, _state
 
 _installed: dict[str, Any] = {}
 _lock = threading.Lock()
 _blocks = [0]  # no_compiles blocks open now, in all threads
+_local = threading.local()  # .pending: the compile_or_get_cached call in progress, while refusing
 
 
 def acquire() -> None:
@@ -46,15 +52,36 @@ def acquire() -> None:
                 warnings.warn(_compat.unavailable("no_compiles"), StaticFieldWarning, stacklevel=4)
             return
         module = _compat.module_of("compile_or_get_cached")
+        compile_now = _compat.get("backend_compile_and_load")
+        if compile_now is None and "warned_cache" not in _installed:
+            _installed["warned_cache"] = True
+            warnings.warn(_compat.unavailable("no_compiles_cache"), StaticFieldWarning, stacklevel=4)
 
         @functools.wraps(original)
         def compile_or_get_cached(*args: Any, **kwargs: Any) -> Any:
-            if _state.refusing():
+            if not _state.refusing():
+                return original(*args, **kwargs)
+            if compile_now is None:  # cannot tell a persistent-cache hit from a compile
                 raise RecompileError(_explain(args, kwargs))
-            return original(*args, **kwargs)
+            outer, _local.pending = getattr(_local, "pending", None), (args, kwargs)
+            try:  # a hit in JAX's persistent cache returns; a compile reaches the wrapper below
+                return original(*args, **kwargs)
+            finally:
+                _local.pending = outer
 
         _installed["original"] = (module, original)
         module.compile_or_get_cached = compile_or_get_cached
+        if compile_now is not None:
+            @functools.wraps(compile_now)
+            def backend_compile_and_load(*args: Any, **kwargs: Any) -> Any:
+                if _state.refusing():
+                    pending = getattr(_local, "pending", None)
+                    raise RecompileError(_explain(*pending) if pending is not None else
+                                         _explain((args[0], args[1] if len(args) > 1 else kwargs.get("module")), {}))
+                return compile_now(*args, **kwargs)
+
+            _installed["compile_now"] = compile_now
+            module.backend_compile_and_load = backend_compile_and_load
 
 
 def release() -> None:
@@ -67,6 +94,8 @@ def release() -> None:
         if "original" in _installed:
             module, original = _installed.pop("original")
             module.compile_or_get_cached = original
+            if "compile_now" in _installed:
+                module.backend_compile_and_load = _installed.pop("compile_now")
         watcher = _installed.pop("watcher", None)
         if watcher is not None:
             watcher.stop()
@@ -83,10 +112,21 @@ def _explain(args: tuple, kwargs: dict) -> str:
         found = None
     if found is not None and watcher is not None:
         name, location, changes, eager = found
+        if changes is None and not eager:  # first seen by the block: a compile before it?
+            changes = _earlier(watcher, module)
         watcher.forget_trace()  # refused: nothing compiled
         return _message.refused(name, location, changes, eager=eager)
     name = re.sub(r"^(p?jit_)+", "", module) or "a JAX program"
     return _message.refused(name, _site.call_site(), None, eager=_site.eager())
+
+
+def _earlier(watcher: watch, module: str) -> list | None:
+    """The changes against the closest compile made before the block opened (``_history``)."""
+    try:
+        current = watcher.description_in_progress(module)
+        return _history.changes(*current) if current is not None else None
+    except Exception:  # an explanation must never hide the refusal
+        return None
 
 
 def _module_name(computation: Any) -> str:

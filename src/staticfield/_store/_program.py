@@ -76,6 +76,11 @@ class Hooks(Protocol):
         """The trace's program was loaded (a load) or is compiled now (a compile, budgeted;
         ``why``: why the store had no program for it)."""
 
+    def agree(self, jitted: Any, dyn: tuple, kwargs: dict, kept: Any) -> None:
+        """A program is about to come from the store with no trace here: in a multi-process
+        job, agree on it with the other processes (``sf.HostMismatchError`` if they differ);
+        ``kept`` as for ``loaded_untraced``."""
+
     def loaded_untraced(self, kept: Any) -> None:
         """A program came from the store with no trace here (``trust="source"``); ``kept``:
         what ``kept()`` said when it was made, or ``None``."""
@@ -322,8 +327,10 @@ class StoredJit:
         except Exception as exc:
             self._bad_entry(path, exc)
             return None, ""
-        if not checked:  # the check's trace counted it, reads of deps="read" included
-            self._hooks.loaded_untraced(header.get("kept"))
+        if not checked:  # the check's trace counted it (and agreed), reads of deps="read" included
+            kept = header.get("kept")
+            self._hooks.agree(self.jitted, dyn, kwargs, kept)
+            self._hooks.loaded_untraced(kept)
         counts()["loaded"] += 1
         self._heard(time.perf_counter() - start, traced=checked)
         return program, ""

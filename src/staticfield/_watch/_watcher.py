@@ -203,11 +203,27 @@ class watch:
         name, ``jit_f``): its function's name, call site, the changes against the closest
         earlier compile (``None`` for its first), and whether it is an eager operation;
         ``None`` when there is none."""
-        current = getattr(self._local, "current", None)
-        if current is None or not current[1] or current[1] not in squash(program):
+        current = self._in_progress(program)
+        if current is None:
             return None
         record, _, entry = current
         return entry.name, record.call_site, record.changes if record.number > 1 else None, entry.eager
+
+    def description_in_progress(self, program: str) -> tuple[str, str, dict] | None:
+        """This thread's trace being compiled as ``program``: its function's name and
+        location, and the description of its arguments (``sf.no_compiles`` compares it
+        with the compiles made before its watcher started)."""
+        current = self._in_progress(program)
+        if current is None:
+            return None
+        record, _, entry = current
+        index = entry.compiles.index(record) if record in entry.compiles else -1
+        description = entry._descriptions[index] if index >= 0 else None
+        return (entry.name, entry.location, description) if description else None
+
+    def _in_progress(self, program: str) -> tuple | None:
+        """This thread's innermost trace in progress whose names match ``program``."""
+        return next((item for item in reversed(self._open()) if _names_match(item[1], program)), None)
 
     def forget_trace(self) -> None:
         """This thread's trace in progress compiled nothing (``sf.no_compiles`` refused it)."""
