@@ -132,3 +132,49 @@ def test_deps_read_loaded_without_a_trace_agrees_on_the_statics_it_read(job, tmp
     assert first == [{"total": 48.0}, {"total": 48.0}]
     results = run(SCRIPT, dict(env, TAG_0="b"), timeout=40)
     assert results == [{"total": 48.0}, {"total": 48.0}]
+
+
+WARM = '''
+import json, os, time
+import jax, numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
+import staticfield as sf
+import agree_user as user
+
+me = jax.process_index()
+sf.set_program_store(os.environ["STORE"])
+mesh = jax.make_mesh((4,), ("x",))
+batch = jax.make_array_from_process_local_data(NamedSharding(mesh, P("x")), np.ones((4, 3), np.float32), (8, 3))
+out = {}
+try:
+    if os.environ["STEP"] == "record":
+        out["totals"] = [float(user.Scaler(n=n).total(batch)) for n in range(1, 7)]
+    else:
+        summary = sf.warmup(workers=2, progress=False)
+        out["prepared"] = summary.loaded + summary.compiled
+        out["problems"] = summary.problems
+        with sf.no_compiles():
+            out["totals"] = [float(user.Scaler(n=n).total(batch)) for n in range(1, 7)]
+except (sf.HostMismatchError, sf.RecompileError) as exc:
+    out["error"] = str(exc)[:300]
+print(json.dumps(out), flush=True)
+if me == 0:
+    time.sleep(3)
+os._exit(0)
+'''
+
+
+@linux
+def test_warmup_of_programs_over_both_processes_prepares_them_in_one_order(job, tmp_path):
+    """Two processes warm up six programs whose arrays span both, on two worker threads
+    each: every program agrees (each process prepares them in the same order, so no
+    worker waits on a program the other process has not reached) and the calls after it
+    compile nothing."""
+    env = dict(job, STORE=str(tmp_path / "store"), STEP="record", STATICFIELD_HOST_CHECK_TIMEOUT="6")
+    totals = [24.0 * n for n in range(1, 7)]
+    assert run(WARM, env, timeout=60) == [{"totals": totals}] * 2
+    for name in os.listdir(tmp_path / "store"):  # keep the records, drop the programs
+        if name.endswith((".sfprog", ".sfsrc")):
+            os.unlink(tmp_path / "store" / name)
+    results = run(WARM, dict(env, STEP="warm"), timeout=60)
+    assert results == [{"prepared": 6, "problems": [], "totals": totals}] * 2

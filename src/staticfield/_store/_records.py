@@ -181,6 +181,13 @@ class Record:
         return all(self.fields.get(k) == v for k, v in _machine().items())
 
     @property
+    def order(self) -> str:
+        """The same for the records of one program made by every process of a job (its
+        process and local devices left out): warm-up prepares in this order everywhere."""
+        return _entries.key_digest({k: v for k, v in self.fields.items()
+                                    if k not in ("process_index", "devices", "note")})
+
+    @property
     def note(self) -> Any:
         """What the function kept beside the arguments (``buckets=``: the bucket), or ``None``."""
         return self.fields.get("note")

@@ -103,6 +103,10 @@ def warmup(workers: int | None = None, progress: bool = True) -> Summary:
             if engine.bucket_spec is not None:  # "auto": the recorded exact sizes stay exact
                 engine.bucket_spec.restore(record.note)
             tasks.append((engine, record, name))
+    # Every process of a job prepares its programs in one order: a program over several
+    # processes waits, when it is made, for the others to make it too (the agreement), so
+    # two workers each waiting on a program the other process has not reached would stall.
+    tasks.sort(key=lambda task: task[1].order)
     threads: set[int] = set()
     lock = threading.Lock()
     pending = {name: 0 for _, _, name in tasks}
