@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import hashlib
 from typing import Any
 
@@ -51,21 +52,25 @@ class Undigestible(Exception):
 @dataclasses.dataclass
 class Digest:
     """The digest, and per top-level equation its digest, primitive and source line
-    (for the checking mode's "first differing equation"); consts the same way."""
+    (for the checking mode's "first differing equation"); consts the same way. The
+    equations are written out on first use: a lookup needs the digest alone."""
 
     hexdigest: str
-    equations: list[tuple[str, str, str]]
+    top: list[tuple[str, Any]]  # per top-level equation: its text, and the equation
     consts: list[str]
 
+    @functools.cached_property
+    def equations(self) -> list[tuple[str, str, str]]:
+        return [(_short(text), eqn.primitive.name, source_line(eqn)) for text, eqn in self.top]
 
-def digest(closed: Any, lines: bool = False) -> Digest:
-    """The digest of a ``ClosedJaxpr`` (see the module docstring); ``lines``: also find
-    each top-level equation's source line (for an entry's record, not for a lookup)."""
+
+def digest(closed: Any) -> Digest:
+    """The digest of a ``ClosedJaxpr`` (see the module docstring)."""
     walker = _Walker()
     jaxpr, consts = closed.jaxpr, closed.consts
     const_parts = [walker.value(c, 0) for c in consts]
-    equations: list[tuple[str, str, str]] = []
-    top = walker.jaxpr(jaxpr, equations, lines)
+    equations: list[tuple[str, Any]] = []
+    top = walker.jaxpr(jaxpr, equations)
     h = hashlib.sha256(top.encode())
     for part in const_parts:
         h.update(b"\0" + part.encode())
@@ -92,7 +97,7 @@ class _Walker:
         self.objects: dict[int, tuple[Any, str]] = {}  # id(value) -> (value kept alive, text)
 
     # ----- jaxprs ---------------------------------------------------------------------
-    def jaxpr(self, jaxpr: Any, equations: list | None = None, lines: bool = False) -> str:
+    def jaxpr(self, jaxpr: Any, equations: list | None = None) -> str:
         known = self.memo.get(id(jaxpr))
         if known is not None and known[0] is jaxpr and equations is None:
             return known[1]
@@ -116,8 +121,8 @@ class _Walker:
         for eqn in jaxpr.eqns:
             text = self.equation(eqn, use, bind)
             parts.append(text)
-            if equations is not None and lines:
-                equations.append((_short(text), eqn.primitive.name, source_line(eqn)))
+            if equations is not None:
+                equations.append((text, eqn))
         parts.append("out[" + ",".join(map(use, jaxpr.outvars)) + "]")
         parts.append("fx[" + ",".join(sorted(self.value(e, 1) for e in jaxpr.effects)) + "]")
         text = _short("\n".join(parts))

@@ -57,6 +57,27 @@ _here = threading.local()  # .counts: this thread's traces, loads and compiles (
 _trace_context = _compat.get("trace_context") or (lambda: None)  # the store is off without it
 
 
+def compiling_on(submit: Callable[[Callable[[], Any], Callable[[Any], Any]], None] | None) -> Any:
+    """While set (a context manager), this thread's ``precompile``s trace, key, load or
+    lower and count here, and hand each XLA compile over as ``submit(compile, then)``
+    instead of running it (``sf.warmup``: the next program traces while this one
+    compiles on another thread): ``compile()`` returns the program, and ``then(program)``
+    writes it to the store and keeps it."""
+    return _Deferring(submit)
+
+
+class _Deferring:
+    def __init__(self, submit: Any) -> None:
+        self.submit = submit
+
+    def __enter__(self) -> None:
+        self.outer = getattr(_here, "submit", None)
+        _here.submit = self.submit
+
+    def __exit__(self, *exc: Any) -> None:
+        _here.submit = self.outer
+
+
 def counts() -> dict[str, int]:
     """This thread's running counts of programs ``traced``, ``loaded`` and ``compiled`` here."""
     found = getattr(_here, "counts", None)
@@ -148,7 +169,7 @@ class StoredJit:
                             "scalars or jax.ShapeDtypeStruct values.")
         if sig in self.programs:
             return False
-        self.program(sig, dyn, kwargs)
+        self.program(sig, dyn, kwargs, getattr(_here, "submit", None))
         return True
 
     # ----- jax.jit's interface, for the engine's lower/trace/eval_shape/clear_cache --------
@@ -164,7 +185,9 @@ class StoredJit:
         return len(self.programs) + _compat.cache_size(self.jitted)
 
     # ----- a program miss ---------------------------------------------------------------
-    def program(self, sig: Any, dyn: tuple, kwargs: dict) -> Any:
+    def program(self, sig: Any, dyn: tuple, kwargs: dict, submit: Any = None) -> Any:
+        """The program for ``sig``, loaded or compiled, and kept; with ``submit`` (see
+        ``compiling_on``) a compile is handed over and kept when it ran (``None`` now)."""
         store = self._store()
         if store is None:
             return self.jitted  # the store was turned off since this variant was made
@@ -178,21 +201,31 @@ class StoredJit:
                                    "(trust=\"trace\" serves them)")
             else:
                 program, why = self._load_by_source(directory, link, dyn, kwargs)
+        note = self._hooks.note()
+        keep = lambda made: self._keep(directory, sig, made, note)  # noqa: E731
         if program is None:
-            program = self._trace(directory, sig, dyn, kwargs, why, relink=trust == "source")
+            program = self._trace(directory, sig, dyn, kwargs, why, relink=trust == "source",
+                                  submit=submit, keep=keep)
+            if program is None:  # handed over: kept when it compiled
+                return None
+        return keep(program)
+
+    def _keep(self, directory: str, sig: Any, program: Any, note: Any) -> Any:
         try:  # what sf.warmup needs to make this program again, in another process
             _records.write(directory, self.fn, self.vkey, self._static.get("options") or _key.options(self._options), sig,
-                           self._hooks.note())
+                           note)
         except Exception as exc:  # a program without a record still runs
             logger.debug("staticfield could not write a program store record: %s", exc)
         with self._lock:  # threads that missed together: the first program kept wins
             return self.programs.setdefault(sig, program)
 
     def _trace(self, directory: str, sig: Any, dyn: tuple, kwargs: dict, why: str = "",
-               relink: bool = False) -> Any:
+               relink: bool = False, submit: Any = None, keep: Any = None) -> Any:
         """Trace, then load the program by the trace's key, or compile and write it.
         ``relink``: a program loaded here gets this function's ``trust="source"`` key too
-        (another function's identical program, or a source change that left it alone)."""
+        (another function's identical program, or a source change that left it alone).
+        With ``submit``, the compile (and write) is handed over, and ``keep`` is called
+        with the program when it ran; ``None`` is returned."""
         self._hooks.kept()  # what an earlier trace left is not this program's
         with self._hooks.deferred() as tickets:
             traced = self.jitted.trace(*dyn, **kwargs)
@@ -207,7 +240,7 @@ class StoredJit:
             unkeyed = "a jax.jit option or JAX setting that cannot be written by value"
         if key is None:
             self._cannot_serve(unkeyed)
-            return self._compile(traced, tickets, "")
+            return self._compile(traced, tickets, "", submit=submit, keep=keep)
         path = _entries.entry_path(directory, _entries.key_digest(key))
         program = self._load(path, key, traced.in_tree, traced.out_tree)
         if program is not None:
@@ -219,26 +252,41 @@ class StoredJit:
                 except Exception as exc:  # a program that loaded still runs
                     logger.debug("staticfield could not write a trust=\"source\" key: %s", exc)
             return program
-        lines = _digest.digest(traced.jaxpr, lines=True)  # for the explanation and the entry
+        lines = record  # its equations, for the explanation and the entry
         why = why or self._why(directory, key, lines)
         if why:
             logger.info("staticfield: %s: %s", _name(self.fn), why)
             for listener in list(MISS_LISTENERS):
                 listener(self.fn, why)
-        compiled = self._compile(traced, tickets, why)
-        self._write(directory, path, key, compiled, traced, lines, sig, kept)
-        return compiled
+        return self._compile(traced, tickets, why, submit=submit, keep=keep,
+                             write=lambda compiled: self._write(directory, path, key, compiled, traced,
+                                                                lines, sig, kept))
 
-    def _compile(self, traced: Any, tickets: list, why: str) -> Any:
-        """Count the trace as a compile (refused over ``max_compiles``, before compiling)."""
+    def _compile(self, traced: Any, tickets: list, why: str, submit: Any = None, keep: Any = None,
+                 write: Callable[[Any], None] | None = None) -> Any:
+        """Count the trace as a compile (refused over ``max_compiles``, before compiling),
+        lower it, then compile and ``write`` it here, or hand that to ``submit``."""
         try:
             self._hooks.settle(tickets, loaded=False, why=why)
         except RecompileError:
             self.jitted.clear_cache()  # JAX's trace of it too: the next call begins again
             raise
-        compiled = traced.lower().compile()
-        counts()["compiled"] += 1
-        return compiled
+        lowered = traced.lower()
+
+        def compile_() -> Any:
+            compiled = lowered.compile()
+            counts()["compiled"] += 1
+            return compiled
+
+        def written(compiled: Any) -> Any:
+            if write is not None:
+                write(compiled)
+            return compiled
+
+        if submit is None:
+            return written(compile_())
+        submit(compile_, lambda compiled: keep(written(compiled)))
+        return None
 
     # ----- keys ---------------------------------------------------------------------------
     def _trace_key(self, jaxpr_digest: str, sig: Any) -> dict[str, Any] | None:
@@ -342,7 +390,7 @@ class StoredJit:
             traced = self.jitted.trace(*dyn, **kwargs)
         counts()["traced"] += 1
         self._hooks.settle(tickets, loaded=True)
-        now = _digest.digest(traced.jaxpr, lines=True)
+        now = _digest.digest(traced.jaxpr)
         if now.hexdigest == header.get("key", {}).get("jaxpr") and traced.out_tree == out_tree:
             return True
         if now.hexdigest == header.get("key", {}).get("jaxpr"):

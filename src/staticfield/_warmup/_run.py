@@ -1,4 +1,9 @@
-"""``sf.warmup(workers=None)``: load or compile every recorded program, on worker threads."""
+"""``sf.warmup(workers=None)``: load or compile every recorded program, on worker threads.
+
+The invariant: warm-up makes each program exactly as the program's first call would
+(``StoredJit.precompile``: trace, key, load or compile, write), only in another order
+and with the XLA compile on another thread; it never decides what a program is.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ import os
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from .. import _store
 from .._core._traceback import call_site, located
@@ -68,7 +73,8 @@ def _engines() -> dict[tuple[str, str, Any], list[JitFunction]]:
 
 def warmup(workers: int | None = None, progress: bool = True) -> Summary:
     """Prepare every program the program store recorded for the ``sf`` functions and methods
-    that exist in this process, on ``workers`` threads (``None``: one per CPU core).
+    that exist in this process: ``workers`` threads compile (``None``: one per CPU core)
+    while this thread traces and lowers; with ``workers=1`` this thread does it all.
 
     Each record's arguments are rebuilt (instances from their static keys, arrays as
     ``jax.ShapeDtypeStruct``s); its program is loaded from the store where the store has
@@ -112,40 +118,100 @@ def warmup(workers: int | None = None, progress: bool = True) -> Summary:
     pending = {name: 0 for _, _, name in tasks}
     for _, _, name in tasks:
         pending[name] += 1
-    with concurrent.futures.ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1,
-                                               thread_name_prefix="sf.warmup") as pool:
-        site = call_site()  # warm-up's compiles are located at the sf.warmup() call
-        futures = [pool.submit(_prepare, engine, record, site) for engine, record, _ in tasks]
-        for (_, _, name), future in zip(tasks, futures):
-            counts, problem, thread = future.result()
-            with lock:
-                if counts.traced + counts.loaded + counts.compiled:
-                    threads.add(thread)
-                summary.functions.setdefault(name, Counts()).add(counts)
-                summary.add(counts)
-                if problem:
-                    summary.problems.append(f"{name}: {problem}")
-                pending[name] -= 1
-                done = summary.functions[name]
-            if progress and not pending[name] and done.seconds > PROGRESS_AFTER:
-                print(f"sf.warmup: {name}: {done.loaded} loaded, {done.compiled} compiled in "
-                      f"{done.seconds:.1f} s", file=sys.stderr)
+
+    def part(name: str, counts: Counts, problem: str, thread: int) -> None:
+        """Some of a record's work finished, on ``thread``: a trace, load or lowering, or a
+        compile handed over."""
+        with lock:
+            if counts.traced + counts.loaded + counts.compiled:
+                threads.add(thread)
+            summary.functions.setdefault(name, Counts()).add(counts)
+            summary.add(counts)
+            if problem:
+                summary.problems.append(f"{name}: {problem}")
+
+    def record_done(name: str) -> None:
+        with lock:
+            pending[name] -= 1
+            finished = summary.functions[name] if pending[name] == 0 else None
+        if progress and finished is not None and finished.seconds > PROGRESS_AFTER:
+            print(f"sf.warmup: {name}: {finished.loaded} loaded, {finished.compiled} compiled in "
+                  f"{finished.seconds:.1f} s", file=sys.stderr)
+
+    site = call_site()  # warm-up's compiles are located at the sf.warmup() call
+    workers = workers or os.cpu_count() or 1
+    with located(site):
+        if workers == 1:  # one thread does everything, one record after another
+            for engine, record, name in tasks:
+                part(name, *_prepare_here(engine, record))
+                record_done(name)
+        else:
+            _pipelined(tasks, workers, site, part, record_done)
     summary.threads = len(threads)
     summary.seconds = time.perf_counter() - start
     return summary
+
+
+def _pipelined(tasks: list, workers: int, site: str, part: Callable[..., None],
+               record_done: Callable[[str], None]) -> None:
+    """The calling thread traces, keys, loads and lowers each record in order (Python's
+    lock lets one thread at a time run that anyway) while ``workers`` threads run the XLA
+    compiles it hands over, which run without that lock. It writes each compiled program
+    to the store and keeps it while the workers have more queued than they run, and at
+    the end: tracing first keeps them fed."""
+    inflight: list[tuple[concurrent.futures.Future, Callable[[Any], Any], str]] = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sf.warmup") as pool:
+        for engine, record, name in tasks:
+            handed: list[tuple[Callable[[], Any], Callable[[Any], Any]]] = []
+            with _program.compiling_on(lambda fn, then: handed.append((fn, then))):
+                part(name, *_prepare_here(engine, record))
+            if not handed:
+                record_done(name)
+            inflight += [(pool.submit(_compile, fn, site), then, name) for fn, then in handed]
+            if sum(not future.done() for future, _, _ in inflight) > workers:  # the workers are busy
+                inflight = _settle(inflight, part, record_done, wait=False)
+        _settle(inflight, part, record_done, wait=True)
+
+
+def _settle(inflight: list, part: Callable[..., None], record_done: Callable[[str], None],
+            wait: bool) -> list:
+    """Write and keep the programs compiled so far (all of them, with ``wait``); the rest."""
+    left = []
+    for future, then, name in inflight:
+        if not wait and not future.done():
+            left.append((future, then, name))
+            continue
+        counts, problem, thread, compiled = future.result()
+        if not problem:
+            try:
+                then(compiled)
+            except Exception as exc:  # a program that cannot be written still runs
+                problem = f"cannot be kept ({type(exc).__name__}: {exc})"
+        part(name, counts, problem, thread)
+        record_done(name)
+    return left
+
+
+def _compile(fn: Callable[[], Any], site: str) -> tuple[Counts, str, int, Any]:
+    """A handed-over XLA compile, on a worker thread: its counts, why it failed, the
+    thread, and the program."""
+    counts = _program.counts()
+    before = dict(counts)
+    start = time.perf_counter()
+    problem, compiled = "", None
+    with located(site):
+        try:
+            compiled = fn()
+        except Exception as exc:  # one program that cannot be made never stops the others
+            problem = f"cannot be compiled ({type(exc).__name__}: {exc})"
+    return (Counts(**{k: counts[k] - before[k] for k in before}, skipped=int(bool(problem)),
+                   seconds=time.perf_counter() - start), problem, threading.get_ident(), compiled)
 
 
 def _skip(summary: Summary, name: str, problem: str) -> None:
     summary.functions.setdefault(name, Counts()).skipped += 1
     summary.skipped += 1
     summary.problems.append(problem)
-
-
-def _prepare(engine: JitFunction, record: _records.Record, site: str) -> tuple[Counts, str, int]:
-    """Load or compile one recorded program, in a worker thread: its counts, why it was
-    skipped (``""``: it was not), and the thread."""
-    with located(site):
-        return _prepare_here(engine, record)
 
 
 def _prepare_here(engine: JitFunction, record: _records.Record) -> tuple[Counts, str, int]:
