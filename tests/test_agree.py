@@ -4,7 +4,6 @@ naming the function, the processes and the difference, instead of hanging."""
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 

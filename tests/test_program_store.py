@@ -14,7 +14,6 @@ import pickle
 import stat
 import subprocess
 import sys
-import textwrap
 import warnings
 
 import jax

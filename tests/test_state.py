@@ -4,12 +4,10 @@ import copy
 import gc
 import pickle
 import sys
-import types
 import uuid
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
 import staticfield as sf

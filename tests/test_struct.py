@@ -1,11 +1,9 @@
 """``sf.Struct``, inherited ``__init__``, ``__check_init__``, and the conventions of peer libraries."""
 
 import dataclasses
-import warnings
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
 import staticfield as sf
