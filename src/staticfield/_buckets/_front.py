@@ -159,7 +159,7 @@ class BucketSpec(Traced, Reports, Recorded, Ahead):
         plain = (np.ndarray, _ARRAY)
         [(only, only_axis)] = list(self.axes.items()) if len(self.axes) == 1 else [(None, 0)]
         only_pos = self.positions.get(only, -1) if only is not None and not self.mask else -1
-        choose, pad_device, host_pad = self.sizes.choose, _pad.pad, _pad.host_pad
+        choose, pad_device, host_pad = self.sizes.choose, _pad.pad_single, _pad.host_pad
         local = self._local
         names = lambda: f"`{only}`"  # noqa: E731 (for an error only)
 
@@ -169,7 +169,7 @@ class BucketSpec(Traced, Reports, Recorded, Ahead):
             rows = x.shape[axis]
             bucket = choose(rows, names)
             if bucket != rows:
-                x = host_pad(x, axis, bucket) if x.__class__ is np.ndarray else pad_device([x], [axis], bucket)[0]
+                x = host_pad(x, axis, bucket) if x.__class__ is np.ndarray else pad_device(x, axis, bucket)
                 args = (*args[:only_pos], x, *args[only_pos + 1:])
             state = _Call(rows, bucket)
             outer = getattr(local, "call", None)
@@ -308,7 +308,7 @@ class BucketSpec(Traced, Reports, Recorded, Ahead):
             axes = self._out_axes.get((_ONE, ((out.shape, out.dtype),)))
             if axes is not None and axes is not AMBIGUOUS_AXES:
                 axis = axes[0]
-                return out if axis is None else _pad.cut([out], (axis,), rows)[0]
+                return out if axis is None else _pad.cut_single(out, axis, rows)
         leaves, treedef = jax.tree_util.tree_flatten(out)
         key = (treedef, tuple((x.shape, x.dtype) for x in leaves))
         axes = self._out_axes.get(key)

@@ -143,6 +143,29 @@ def pad(leaves: list, axes: list, bucket: int) -> list:
     return out
 
 
+def pad_single(x: Any, axis: int, bucket: int) -> Any:
+    """``pad([x], [axis], bucket)[0]`` for one concrete array on one device (the common
+    bucketed call): the same programs and host copies, with less to look at."""
+    spec = ((axis, bucket),)
+    if ("pad", spec, ((x.shape, x.dtype),)) not in _SEEN and _first_on_cpu(("pad", spec, ((x.shape, x.dtype),)), (x,)):
+        return _on_host(x, (), (axis, bucket))
+    try:
+        return pad_rows([x], spec)[0]
+    except RecompileError:  # inside sf.no_compiles(): pad on the host, compile nothing
+        return _on_host(x, (), (axis, bucket))
+
+
+def cut_single(x: Any, axis: int, n: int) -> Any:
+    """``cut([x], (axis,), n)[0]`` for one concrete output array."""
+    spec = ((axis, n),)
+    if ("slice", spec, ((x.shape, x.dtype),)) not in _SEEN and _first_on_cpu(("slice", spec, ((x.shape, x.dtype),)), (x,)):
+        return _host_cut([x], (axis,), n)[0]
+    try:
+        return slice_rows([x], spec)[0]
+    except RecompileError:  # inside sf.no_compiles(): slice on the host, compile nothing
+        return _host_cut([x], (axis,), n)[0]
+
+
 def cut(leaves: list, axes: Sequence[int | None], n: int) -> list:
     """Each output leaf with a row axis sliced back to its first ``n`` rows."""
     spec = tuple((axis, n) for axis in axes)
