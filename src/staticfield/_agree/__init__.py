@@ -18,4 +18,3 @@ store without one).
 from ._check import agree as agree
 from ._check import enabled as enabled
 from ._check import spans_processes as spans_processes
-from ._check import traced_call as traced_call

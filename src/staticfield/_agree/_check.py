@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 import time
 from typing import Any
 
@@ -44,23 +43,6 @@ def _timeout() -> float:
         return float(raw) if raw else DEFAULT_TIMEOUT
     except ValueError:
         return DEFAULT_TIMEOUT
-
-
-def traced_call() -> tuple[Any, tuple, dict] | None:
-    """The jitted call being traced, as JAX received it: ``(function, args, kwargs)`` from
-    the frame of JAX's ``_trace_for_jit`` (the concrete arrays, or ``ShapeDtypeStruct``s
-    of ``.trace``), ``None`` where this JAX has no such frame."""
-    original = _compat.get("trace_for_jit")
-    if original is None:
-        return None
-    code = original.__code__
-    frame = sys._getframe(1)
-    while frame is not None and frame.f_code is not code:
-        frame = frame.f_back  # type: ignore[assignment]
-    if frame is None:
-        return None
-    found = frame.f_locals
-    return found.get("fun"), tuple(found.get("args") or ()), dict(found.get("kwargs") or {})
 
 
 def spans_processes(leaves: list) -> bool:

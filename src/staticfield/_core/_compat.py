@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import sys
 from typing import Any, Callable
 
 import jax
@@ -234,3 +235,22 @@ def cache_size(jitted: Any) -> int:
     if size is None:
         raise RuntimeError(unavailable("cache_size"))
     return int(size(jitted))
+
+
+def traced_call() -> tuple[Any, tuple, dict] | None:
+    """The jitted call JAX is tracing now, as JAX received it: ``(function, args, kwargs)``
+    from the frame of JAX's ``_trace_for_jit`` (concrete arrays, Python scalars, or the
+    ``ShapeDtypeStruct``s of ``.trace``/``.lower``), ``None`` outside a trace or where this
+    JAX has no such frame. Inside the trace only tracers are left, whose avals drop what
+    a mesh's Auto axes say of a sharding."""
+    original = get("trace_for_jit")
+    if original is None:
+        return None
+    code = original.__code__
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code is not code:
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is None:
+        return None
+    found = frame.f_locals
+    return found.get("fun"), tuple(found.get("args") or ()), dict(found.get("kwargs") or {})

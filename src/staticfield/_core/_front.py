@@ -37,10 +37,9 @@ returns ``None``: callers keep their Python hit path, and it says so once. It si
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import warnings
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from . import _compat
 from ._errors import StaticFieldWarning
@@ -92,33 +91,9 @@ def jax_miss(program: Any, dyn: tuple | list, kwargs: dict) -> Any:
     miss = getattr(program, "_cache_miss", None)
     if miss is None:
         miss = getattr(getattr(program, "_call", None), "_cache_miss", None)
-    with concrete(dyn, kwargs):
-        if miss is None:
-            return served(program(*dyn, **kwargs))
-        return miss(*dyn, **kwargs)
-
-
-_concrete = threading.local()
-
-
-@contextlib.contextmanager
-def concrete(dyn: Any, kwargs: dict) -> Iterator[None]:
-    """The arguments of the call JAX is about to trace, for ``take_concrete``: inside the
-    trace only tracers are left, whose avals drop what a mesh's Auto axes say of a
-    leaf's sharding (the explanations want the array's own)."""
-    outer = getattr(_concrete, "args", None)
-    _concrete.args = (dyn, kwargs)
-    try:
-        yield
-    finally:
-        _concrete.args = outer
-
-
-def take_concrete() -> Any:
-    """The arguments ``concrete`` set for this thread's next trace (once), or ``None``."""
-    args = getattr(_concrete, "args", None)
-    _concrete.args = None
-    return args
+    if miss is None:
+        return served(program(*dyn, **kwargs))
+    return miss(*dyn, **kwargs)
 
 
 def served(out: Any) -> tuple[Any, None, bool]:

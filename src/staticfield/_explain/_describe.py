@@ -16,8 +16,7 @@ from typing import Any, Iterator
 import jax
 
 from .._core._anyleaves import ARRAY_LEAVES, AnyLeaves
-from .._core._compat import Tracer
-from .._core._front import take_concrete
+from .._core._compat import Tracer, traced_call
 from .._core._display import sharding_text
 from .._core._spec import SPEC_ATTR, Spec
 
@@ -35,15 +34,16 @@ _traced = threading.local()
 def call_shardings(traced: Any) -> Iterator[None]:
     """While a variant traces ``traced`` (its flat arguments, tracers): each tracer's
     description uses the sharding of the concrete array it stands for in the call being
-    traced (``_front.concrete``), where that call's arguments match leaf for leaf."""
+    traced (``_compat.traced_call``), where that call's arguments match leaf for leaf."""
     outer = getattr(_traced, "shardings", None)
     found: dict[int, Any] = {}
-    call = take_concrete()
+    call = traced_call()
     if call is not None:
-        given, here = jax.tree.leaves(call), jax.tree.leaves(traced)
+        given, here = jax.tree.leaves(call[1:]), jax.tree.leaves(traced)
         if len(given) == len(here):
             for c, t in zip(given, here):
-                if isinstance(c, jax.Array) and not isinstance(c, Tracer) and getattr(t, "shape", None) == c.shape:
+                own = isinstance(c, (jax.Array, jax.ShapeDtypeStruct)) and not isinstance(c, Tracer)
+                if own and c.sharding is not None and getattr(t, "shape", None) == c.shape:
                     found[id(t)] = _padded(c.sharding, len(c.shape))
     _traced.shardings = found
     try:

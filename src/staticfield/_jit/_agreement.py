@@ -15,7 +15,8 @@ from typing import Any
 
 import jax
 
-from .._agree import agree, spans_processes, traced_call
+from .._agree import agree, spans_processes
+from .._core._compat import traced_call
 from .._core._deep import display, paths_of
 from .._explain import _describe
 

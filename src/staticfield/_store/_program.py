@@ -134,17 +134,14 @@ class StoredJit:
     def __call__(self, *dyn: Any, **kwargs: Any) -> Any:
         if jax.config.jax_disable_jit:  # jax.jit runs the function eagerly
             return self.jitted(*dyn, **kwargs)
-        with _front.concrete(dyn, kwargs):
-            program = self._program_for(dyn, kwargs)
+        program = self._program_for(dyn, kwargs)
         return program(*dyn, **kwargs)
 
     def answer(self, *dyn: Any, **kwargs: Any) -> Any:
         """A C++ front's miss (the engine puts one before each variant, ``_core._front``):
         the call's program, as ``__call__`` chooses it, and its answer from JAX's miss
         handler, fast-path data included, so that JAX's C++ cache runs it on every hit."""
-        with _front.concrete(dyn, kwargs):
-            program = self._program_for(dyn, kwargs)
-        return _front.jax_miss(program, dyn, kwargs)
+        return _front.jax_miss(self._program_for(dyn, kwargs), dyn, kwargs)
 
     def _program_for(self, dyn: tuple, kwargs: dict) -> Any:
         """The program for this call: kept, loaded or compiled (``self.jitted`` itself under
