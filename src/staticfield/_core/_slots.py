@@ -54,7 +54,7 @@ NO_DEFAULT: Any = _NoDefault()
 
 
 class StandIn(dict):
-    """An instance ``__dict__`` that holds no static values and answers them itself.
+    """An instance ``__dict__`` that answers reads of static values itself (``static``).
 
     Attribute reads find dynamic fields and cached entries in it as in any dict; for a
     static name, the class's ``FieldSlot`` asks ``self[name]``, which a subclass answers

@@ -29,12 +29,16 @@ custom ``__init__``/post_init+seal  W [2]     X, W[1] X       X
 unflatten (generated)               W         W       W       --
 first flatten / ``make_key``        --        W       W       --
 ``cache_binding``                   --        --      --      W [5]
+``object.__setattr__``, built       W [6]     X       X       X [7]
 ==================================  ========  ======  ======  ========
 
 [1] only when the key is a constant (no static fields). [2] converters run on
 assignment while building; ``seal`` fills defaults, freezes statics and checks
 leaves. [3] only when no static field changed. [4] fields only: cached entries in
-a pickled state are never trusted. [5] only on a sealed instance.
+a pickled state are never trusted. [5] only on a sealed instance. [6] checked as
+``replace`` checks, no converter; while building, ``FieldSlot`` writes it as is. [7]
+bindings held elsewhere are re-pointed at the instance; instances that lifted its
+statics into their own ``deps="read"`` flatten drop that flatten and their bindings.
 
 Nothing outside this module and the code it has ``_codegen`` generate writes or
 clears these entries.
@@ -193,10 +197,8 @@ def reassign(obj: Any, name: str, value: Any) -> None:
     _slots.used_whole(obj, "object.__setattr__")
     spec = spec_of_type(obj.__class__)
     d = obj.__dict__
-    trial = object.__new__(spec.cls)
+    trial = _fields_copy(spec, obj)
     td = trial.__dict__
-    for n in spec.names:
-        td[n] = d[n]
     store(spec, trial, name, value, convert=False)
     check_init(spec, trial)
     stale = [(k, v) for k, v in d.items() if k not in spec.name_set]
@@ -296,10 +298,8 @@ def derive(obj: Any, changes: dict[str, Any]) -> Any:
     """``sf.replace``: a new sealed instance with ``changes``, without ``__init__``."""
     _slots.used_whole(obj, "replace")
     spec = spec_of_type(obj.__class__)
-    new = object.__new__(spec.cls)
+    new = _fields_copy(spec, obj)
     d, od = new.__dict__, obj.__dict__
-    for name in spec.names:
-        d[name] = od[name]
     static_changed = False
     for name, value in changes.items():
         store(spec, new, name, value, convert=True)
@@ -315,9 +315,14 @@ def copy(obj: Any) -> Any:
     so a field the user then sets with ``object.__setattr__`` (the frozen-dataclass escape
     hatch) is what a flatten sees."""
     _slots.used_whole(obj, "copy")
-    new = object.__new__(obj.__class__)
+    return _fields_copy(spec_of_type(obj.__class__), obj)
+
+
+def _fields_copy(spec: Spec, obj: Any) -> Any:
+    """A new instance of ``spec``'s class holding ``obj``'s fields and nothing derived."""
+    new = object.__new__(spec.cls)
     d, od = new.__dict__, obj.__dict__
-    for name in spec_of_type(obj.__class__).names:
+    for name in spec.names:
         d[name] = od[name]
     return new
 
