@@ -28,13 +28,14 @@ at once may both trace, and the first program kept wins.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
 import threading
 import time
 import warnings
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 import jax
 
@@ -57,25 +58,19 @@ _here = threading.local()  # .counts: this thread's traces, loads and compiles (
 _trace_context = _compat.get("trace_context") or (lambda: None)  # the store is off without it
 
 
-def compiling_on(submit: Callable[[Callable[[], Any], Callable[[Any], Any]], None] | None) -> Any:
-    """While set (a context manager), this thread's ``precompile``s trace, key, load or
-    lower and count here, and hand each XLA compile over as ``submit(compile, then)``
-    instead of running it (``sf.warmup``: the next program traces while this one
-    compiles on another thread): ``compile()`` returns the program, and ``then(program)``
-    writes it to the store and keeps it."""
-    return _Deferring(submit)
-
-
-class _Deferring:
-    def __init__(self, submit: Any) -> None:
-        self.submit = submit
-
-    def __enter__(self) -> None:
-        self.outer = getattr(_here, "submit", None)
-        _here.submit = self.submit
-
-    def __exit__(self, *exc: Any) -> None:
-        _here.submit = self.outer
+@contextlib.contextmanager
+def compiling_on(submit: Callable[[Callable[[], Any], Callable[[Any], Any]], None]) -> Iterator[None]:
+    """While open, this thread's ``precompile``s trace, key, load or lower and count here,
+    and hand each XLA compile over as ``submit(compile, then)`` instead of running it
+    (``sf.warmup``: the next program traces while this one compiles on another thread):
+    ``compile()`` returns the program, and ``then(program)`` writes it to the store and
+    keeps it."""
+    outer = getattr(_here, "submit", None)
+    _here.submit = submit
+    try:
+        yield
+    finally:
+        _here.submit = outer
 
 
 def counts() -> dict[str, int]:
@@ -249,15 +244,14 @@ class StoredJit:
                 except Exception as exc:  # a program that loaded still runs
                     logger.debug("staticfield could not write a trust=\"source\" key: %s", exc)
             return program
-        lines = record  # its equations, for the explanation and the entry
-        why = why or self._why(directory, key, lines)
+        why = why or self._why(directory, key, record)
         if why:
             logger.info("staticfield: %s: %s", _name(self.fn), why)
             for listener in list(MISS_LISTENERS):
                 listener(self.fn, why)
         return self._compile(traced, tickets, why, submit=submit, keep=keep,
                              write=lambda compiled: self._write(directory, path, key, compiled, traced,
-                                                                lines, sig, kept))
+                                                                record, sig, kept))
 
     def _compile(self, traced: Any, tickets: list, why: str, submit: Any = None, keep: Any = None,
                  write: Callable[[Any], None] | None = None) -> Any:

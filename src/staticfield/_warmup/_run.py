@@ -195,17 +195,8 @@ def _settle(inflight: list, part: Callable[..., None], record_done: Callable[[st
 def _compile(fn: Callable[[], Any], site: str) -> tuple[Counts, str, int, Any]:
     """A handed-over XLA compile, on a worker thread: its counts, why it failed, the
     thread, and the program."""
-    counts = _program.counts()
-    before = dict(counts)
-    start = time.perf_counter()
-    problem, compiled = "", None
     with located(site):
-        try:
-            compiled = fn()
-        except Exception as exc:  # one program that cannot be made never stops the others
-            problem = f"cannot be compiled ({type(exc).__name__}: {exc})"
-    return (Counts(**{k: counts[k] - before[k] for k in before}, skipped=int(bool(problem)),
-                   seconds=time.perf_counter() - start), problem, threading.get_ident(), compiled)
+        return _counted(fn, "cannot be compiled")
 
 
 def _skip(summary: Summary, name: str, problem: str) -> None:
@@ -215,23 +206,36 @@ def _skip(summary: Summary, name: str, problem: str) -> None:
 
 
 def _prepare_here(engine: JitFunction, record: _records.Record) -> tuple[Counts, str, int]:
-    counts = _program.counts()
-    before = dict(counts)
-    start = time.perf_counter()
-    problem = ""
-    try:
+    """Load, or trace and compile (or hand the compile over), one recorded program: its
+    counts, why it was skipped (``""``: it was not), and the thread."""
+
+    def prepare() -> None:
         jitted = _front.unwrap(engine.variant(record.variant()))
         dyn, kwargs = record.arguments()
         if isinstance(jitted, _store.StoredJit):
             jitted.precompile(*dyn, **kwargs)
         else:  # made before the store was set: into jax.jit's own cache
             aot(jitted, "precompile")(*dyn, **kwargs)
+            counts = _program.counts()
             counts["traced"] += 1
             counts["compiled"] += 1
+
+    return _counted(prepare, "cannot be rebuilt or prepared")[:3]
+
+
+def _counted(work: Callable[[], Any], failed: str) -> tuple[Counts, str, int, Any]:
+    """Run ``work`` on this thread: the programs it traced, loaded and compiled here, why it
+    failed (``""``: it did not; one record that cannot be made never stops the others),
+    the thread, and what it returned."""
+    counts = _program.counts()
+    before = dict(counts)
+    start = time.perf_counter()
+    problem, result = "", None
+    try:
+        result = work()
     except _records.MissingDevices as exc:
         problem = f"cannot be rebuilt: {exc}"
-    except Exception as exc:  # one record that cannot be made never stops the others
-        problem = f"cannot be rebuilt or prepared ({type(exc).__name__}: {exc})"
-    result = Counts(**{k: counts[k] - before[k] for k in before}, skipped=int(bool(problem)),
-                    seconds=time.perf_counter() - start)
-    return result, problem, threading.get_ident()
+    except Exception as exc:
+        problem = f"{failed} ({type(exc).__name__}: {exc})"
+    return (Counts(**{k: counts[k] - before[k] for k in before}, skipped=int(bool(problem)),
+                   seconds=time.perf_counter() - start), problem, threading.get_ident(), result)
