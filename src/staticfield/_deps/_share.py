@@ -221,7 +221,7 @@ class Deps:
             variant = self.by_base.get(base)
             if variant is None:
                 return
-            paths = _paths(reads)
+            paths = stored_paths(reads)
             try:
                 if paths is None:
                     raise ValueError(reads)
@@ -318,7 +318,7 @@ class Deps:
         return out or list(changes)
 
 
-def _paths(reads: Any) -> tuple | None:
+def stored_paths(reads: Any) -> tuple | None:
     """``reads`` (JSON lists of path steps) as paths; ``None`` when they are not a list of
     paths (then every static counts as read)."""
     if not isinstance(reads, list) or not all(isinstance(p, list) and p for p in reads):

@@ -25,7 +25,7 @@ from ._agreement import publish, publish_traced
 from .._explain import _describe
 from ._args import check_jit_kwargs, qualname, resolve_donation, resolve_static
 from .._deps._check import enabled as check_enabled
-from .._deps._share import Deps, check_deps
+from .._deps._share import Deps, check_deps, stored_paths
 from .._core._deep import rebuild
 from .._core._errors import RecompileError, article
 from ._hints import add_hint
@@ -595,9 +595,8 @@ class _VariantHooks(Hooks):
         as a traced one does; under ``deps="read"``, on the statics its variant read when it
         was stored (``kept``), else on every static."""
         if several_processes():
-            reads = kept.get("reads") if isinstance(kept, dict) else None
-            seen = ({tuple(p) for p in reads} if self.deps is not None and isinstance(reads, list)
-                    else None)
+            paths = stored_paths(kept.get("reads")) if self.deps is not None and isinstance(kept, dict) else None
+            seen = set(paths) if paths is not None else None
             publish(self.engine, getattr(getattr(jitted, "__wrapped__", None), "__sf_user_call__", None),
                     dyn, kwargs, self.deps, self.base, seen)
 
