@@ -82,18 +82,27 @@ class Ahead:
         finally:
             self._local.call = outer
 
-    def shapes(self, out: Any, rows: int, bucket: int, args: tuple, kwargs: dict) -> Any:
-        """``eval_shape``'s answer for the bucket's program, as a call returns it."""
-        if bucket == rows:
-            return out
+    def out_axes(self, out: Any, args: Any, kwargs: dict) -> tuple[list, Any, tuple]:
+        """The leaves and tree of the bucket program's outputs ``out`` (arrays or their
+        shapes), and per leaf the axis that carries the rows (``None``: no rows). A program
+        this process did not trace (loaded from a program store, or one whose trace JAX
+        kept) is traced abstractly first; outputs whose rows cannot be told apart are a
+        ``BucketError``."""
         leaves, treedef = jax.tree_util.tree_flatten(out)
         key = (treedef, tuple((tuple(x.shape), x.dtype) for x in leaves))
         axes = self._out_axes.get(key)
-        if axes is None:  # JAX kept an earlier trace of it: trace it abstractly
+        if axes is None:
             self._derive(list(args), kwargs)
             axes = self._out_axes.get(key)
         if axes is AMBIGUOUS_AXES or axes is None:
             raise BucketError(AMBIGUOUS.format(function=self.function))
+        return leaves, treedef, axes
+
+    def shapes(self, out: Any, rows: int, bucket: int, args: tuple, kwargs: dict) -> Any:
+        """``eval_shape``'s answer for the bucket's program, as a call returns it."""
+        if bucket == rows:
+            return out
+        leaves, treedef, axes = self.out_axes(out, args, kwargs)
         return treedef.unflatten([x if axis is None else jax.ShapeDtypeStruct(
             tuple(rows if d == axis else s for d, s in enumerate(x.shape)), x.dtype,
             weak_type=x.weak_type, sharding=getattr(x, "sharding", None)) for x, axis in zip(leaves, axes)])

@@ -23,9 +23,7 @@ import numpy as np
 
 from .._core import _compat
 from . import _pad
-from ._errors import AMBIGUOUS as _AMBIGUOUS
 from ._errors import DISAGREE as _DISAGREE
-from ._errors import BucketError
 from ._ahead import Ahead
 from ._recorded import Recorded
 from ._report import Reports
@@ -309,14 +307,7 @@ class BucketSpec(Traced, Reports, Recorded, Ahead):
             if axes is not None and axes is not AMBIGUOUS_AXES:
                 axis = axes[0]
                 return out if axis is None else _pad.cut_single(out, axis, rows)
-        leaves, treedef = jax.tree_util.tree_flatten(out)
-        key = (treedef, tuple((x.shape, x.dtype) for x in leaves))
-        axes = self._out_axes.get(key)
-        if axes is None:  # a program this process did not trace (loaded from a program store)
-            self._derive(args, kwargs)
-            axes = self._out_axes.get(key)
-        if axes is AMBIGUOUS_AXES or axes is None:
-            raise BucketError(_AMBIGUOUS.format(function=self.function))
+        leaves, treedef, axes = self.out_axes(out, args, kwargs)
         if bucket == rows or not any(a is not None for a in axes):
             return out
         return treedef.unflatten(_pad.cut(leaves, axes, rows))
