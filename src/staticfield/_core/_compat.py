@@ -237,20 +237,27 @@ def cache_size(jitted: Any) -> int:
     return int(size(jitted))
 
 
-def traced_call() -> tuple[Any, tuple, dict] | None:
-    """The jitted call JAX is tracing now, as JAX received it: ``(function, args, kwargs)``
-    from the frame of JAX's ``_trace_for_jit`` (concrete arrays, Python scalars, or the
-    ``ShapeDtypeStruct``s of ``.trace``/``.lower``), ``None`` outside a trace or where this
-    JAX has no such frame. Inside the trace only tracers are left, whose avals drop what
-    a mesh's Auto axes say of a sharding."""
+def jit_trace_locals(start: Any, depth: int | None = None) -> dict | None:
+    """The locals of the frame of JAX's ``_trace_for_jit`` nearest above frame ``start``
+    (within ``depth`` frames), where JAX holds the jitted call it is tracing; ``None``
+    outside a trace or where this JAX has no such function."""
     original = get("trace_for_jit")
     if original is None:
         return None
-    code = original.__code__
-    frame = sys._getframe(1)
+    code, frame, steps = original.__code__, start, 0
     while frame is not None and frame.f_code is not code:
-        frame = frame.f_back  # type: ignore[assignment]
-    if frame is None:
+        if depth is not None and steps >= depth:
+            return None
+        frame, steps = frame.f_back, steps + 1
+    return None if frame is None else frame.f_locals
+
+
+def traced_call() -> tuple[Any, tuple, dict] | None:
+    """The jitted call JAX is tracing now, as JAX received it: ``(function, args, kwargs)``
+    (concrete arrays, Python scalars, or the ``ShapeDtypeStruct``s of ``.trace``/``.lower``),
+    ``None`` outside a trace. Inside the trace only tracers are left, whose avals drop what
+    a mesh's Auto axes say of a sharding."""
+    found = jit_trace_locals(sys._getframe(1))
+    if found is None:
         return None
-    found = frame.f_locals
     return found.get("fun"), tuple(found.get("args") or ()), dict(found.get("kwargs") or {})

@@ -54,14 +54,9 @@ def _on_duration(event: str, duration_secs: float, **kwargs: Any) -> None:
 
 
 def _remember(frame: Any) -> None:
-    code = _compat.get("trace_for_jit").__code__
-    for _ in range(_DEPTH):
-        if frame is None or frame.f_code is code:
-            break
-        frame = frame.f_back
-    if frame is None or frame.f_code is not code:
+    found = _compat.jit_trace_locals(frame, _DEPTH)
+    if found is None:
         return
-    found = frame.f_locals
     fun = found.get("fun")
     if getattr(fun, "__sf_user_call__", None) is not None:
         return
