@@ -147,7 +147,8 @@ def pad_single(x: Any, axis: int, bucket: int) -> Any:
     """``pad([x], [axis], bucket)[0]`` for one concrete array on one device (the common
     bucketed call): the same programs and host copies, with less to look at."""
     spec = ((axis, bucket),)
-    if ("pad", spec, ((x.shape, x.dtype),)) not in _SEEN and _first_on_cpu(("pad", spec, ((x.shape, x.dtype),)), (x,)):
+    key = ("pad", spec, ((x.shape, x.dtype),))
+    if key not in _SEEN and _first_on_cpu(key, (x,)):
         return _on_host(x, (), (axis, bucket))
     try:
         return pad_rows([x], spec)[0]
@@ -158,7 +159,8 @@ def pad_single(x: Any, axis: int, bucket: int) -> Any:
 def cut_single(x: Any, axis: int, n: int) -> Any:
     """``cut([x], (axis,), n)[0]`` for one concrete output array."""
     spec = ((axis, n),)
-    if ("slice", spec, ((x.shape, x.dtype),)) not in _SEEN and _first_on_cpu(("slice", spec, ((x.shape, x.dtype),)), (x,)):
+    key = ("slice", spec, ((x.shape, x.dtype),))
+    if key not in _SEEN and _first_on_cpu(key, (x,)):
         return _host_cut([x], (axis,), n)[0]
     try:
         return slice_rows([x], spec)[0]
