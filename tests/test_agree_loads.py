@@ -76,7 +76,8 @@ def job(tmp_path_factory):
     root = tmp_path_factory.mktemp("agree")
     (root / "agree_user.py").write_text(USER)
     env = {"PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
-           "STATICFIELD_HOST_CHECK_TIMEOUT": "4", "WHICH": "scaler"}
+           "STATICFIELD_HOST_CHECK_TIMEOUT": "4", "WHICH": "scaler",
+           "STATICFIELD_CHECK_STORE": "0"}  # the counts below are of loads without a trace
     first = run(SCRIPT, dict(env, STORE_1=str(root / "store")), timeout=40)
     assert [(r["total"], r["traces"], r["loads"]) for r in first] == [(48.0, 1, 0), (48.0, 1, 0)]
     return dict(env, STORE_1=str(root / "store"))
@@ -95,6 +96,18 @@ def test_a_loaded_program_for_another_static_raises_the_named_error(job):
     """Process 1 loads the n=2 program, process 0 compiles n=3: each raises
     HostMismatchError naming `self.n` on both processes, instead of hanging."""
     results = run(SCRIPT, dict(job, N_0="3"), timeout=40)
+    for me, result in enumerate(results):
+        other = 1 - me
+        mine, theirs = (3, 2) if me == 0 else (2, 3)
+        assert f"self.n: {mine} on process {me}, {theirs} on process {other}" in result.get("error", ""), results
+
+
+@linux
+def test_the_store_checking_mode_keeps_the_named_error(job):
+    """STATICFIELD_CHECK_STORE=1 traces a source load anyway, and that trace agrees between
+    the processes: the n=2 / n=3 mismatch still raises HostMismatchError naming `self.n`
+    (the load used to take it for an unreadable entry, and the job aborted)."""
+    results = run(SCRIPT, dict(job, N_0="3", STATICFIELD_CHECK_STORE="1"), timeout=40)
     for me, result in enumerate(results):
         other = 1 - me
         mine, theirs = (3, 2) if me == 0 else (2, 3)

@@ -357,12 +357,16 @@ class StoredJit:
                 program_header = _entries.read_header(f)
                 payload = _entries.read_payload(f, program_header)
             in_tree, out_tree = pickle.loads(bytes.fromhex(header["trees"]))  # noqa: S301 - trusted store
-            checked = _checking() and self._check(program_header, out_tree, dyn, kwargs)
-            program = deserialize(payload, program_header, in_tree, out_tree)
         except FileNotFoundError:
             return None, ""
-        except StoreCheckError:
-            raise
+        except Exception as exc:
+            self._bad_entry(path, exc)
+            return None, ""
+        # The checking mode's trace runs the user's function (and agrees between processes):
+        # what it raises is the user's, or StoreCheckError, never a bad entry.
+        checked = _checking() and self._check(program_header, out_tree, dyn, kwargs)
+        try:
+            program = deserialize(payload, program_header, in_tree, out_tree)
         except Exception as exc:
             self._bad_entry(path, exc)
             return None, ""
