@@ -175,7 +175,7 @@ def test_getattr_static_in_a_trace_is_the_same_in_both_modes(deps):
 
     P(jnp.ones(2)).f(1.0)
     plain = type(inspect.getattr_static(P(jnp.ones(2)), "n"))
-    assert seen == [plain]
+    assert seen and all(t is plain for t in seen), seen  # every trace (checking modes trace more)
 
 
 @settings(max_examples=25, deadline=None)
