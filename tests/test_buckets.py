@@ -58,7 +58,8 @@ def test_pow2_compiles_at_most_13_programs_for_300_sizes():
     w = np.ones((4, 2), np.float32)
     for n in sizes:
         assert f(np.ones((n, 4), np.float32), w).shape == (n, 2)
-    assert f.compile_count == traces == len({1 << (int(n) - 1).bit_length() for n in sizes}) <= 13
+    # one trace per program, and one more for the row analysis (once per static key)
+    assert f.compile_count == traces - 1 == len({1 << (int(n) - 1).bit_length() for n in sizes}) <= 13
     assert sum(v["calls"] for v in f.buckets().values()) == 300
 
 
@@ -158,12 +159,10 @@ REFUSED = {
     "cumsum rows": (lambda x: jnp.cumsum(x, axis=0), r"`cumsum` \(axis=0\) at .*test_buckets.py:\d+.* accumulates "
                                                      r"along axis 0"),
     "gram": (lambda x: x @ x.T, r"`dot_general` .* multiplies rows with each other"),
-    "first rows": (lambda x: x[1:], r"`slice` .* slices along the rows"),
-    "reverse": (lambda x: x[::-1], r"`rev` .* reverses the order of the rows"),
-    "roll": (lambda x: jnp.concatenate([x[-1:], x[:-1]]), r"`slice` .* slices along the rows"),
+    "first rows": (lambda x: x[1:], r"`gather` .* gathers rows by index"),
+    "reverse": (lambda x: x[::-1], r"`gather` .* gathers rows by index"),
+    "roll": (lambda x: jnp.concatenate([x[-1:], x[:-1]]), r"`gather` .* gathers rows by index"),
     "flatten": (lambda x: x.reshape(-1), r"`reshape` .* reshapes the row axis together with another axis"),
-    "noise": (lambda x: x + jax.random.normal(jax.random.key(0), x.shape),
-              r"`add` at .* combines the rows with a value of the bucket's size that is not made from the rows"),
     "scan over rows": (lambda x: jax.lax.scan(lambda c, r: (c + r, c), jnp.zeros(x.shape[1]), x)[1],
                        r"`scan` .* scans over the rows"),
     "write a row": (lambda x: x.at[0].set(0.0), r"`scatter` .* scatters into rows by position"),
@@ -187,6 +186,33 @@ def test_row_mixing_functions_are_refused(name):
         f(rows(3))
     assert 'pass mask="valid"' in str(info.value)
     assert isinstance(info.value, TypeError)
+    assert f.compile_count == 0
+
+
+COUNT_USED = {
+    "noise": (lambda x: x + jax.random.normal(jax.random.key(0), x.shape),
+              r".*test_buckets.py:\d+.* \(builds a value of the row count's size with `random_bits` .*`add` at "
+              r".*test_buckets.py:\d+.* combines it with the rows"),
+    "divide by the count": (lambda x: x / x.shape[0], r".*test_buckets.py:\d+.* \(uses the row count as a number"
+                                                      r"\), and `div` at .*test_buckets.py:\d+.* combines it with the rows"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COUNT_USED))
+def test_the_row_count_used_as_a_value_is_refused(name):
+    """A value computed from the row count (random numbers drawn for x.shape, x / x.shape[0])
+    is refused, naming where the count became a value and where it meets the rows."""
+    fn, detail = COUNT_USED[name]
+
+    def user(x):
+        return fn(x)
+
+    f = sf.jit(user, buckets={"x": 0})
+    with pytest.raises(sf.BucketError, match=r"^test_the_row_count_used_as_a_value_is_refused.<locals>.user: the "
+                                             r"row count of the bucketed argument\(s\) `x` becomes a value at "
+                                             + detail) as info:
+        f(rows(3))
+    assert 'mask="valid"' in str(info.value) and "valid.sum()" in str(info.value)
     assert f.compile_count == 0
 
 
@@ -346,7 +372,7 @@ def test_static_argnames_and_keyword_bucketed_arguments():
     assert f(x=rows(3), power=2).shape == (3, 16)
     assert f(x=rows(4), power=2).shape == (4, 16)
     assert f(x=rows(3), power=3).shape == (3, 16)
-    assert f.compile_count == traces == 2
+    assert f.compile_count == 2 and traces == 4  # and one analysis trace per static key
 
 
 def test_vmap_and_grad_outside_the_call():
@@ -387,13 +413,20 @@ def test_mask_valid_lets_a_function_mix_rows():
     assert f.buckets() == {8: {"calls": 1, "rows": 5, "padded": 3}}
 
 
-def test_checking_mode_catches_the_row_count_used_as_a_number(monkeypatch):
-    """STATICFIELD_CHECK_BUCKETS=1 compares with the unpadded call and names the output."""
+def test_checking_mode_catches_a_padded_program_that_differs(monkeypatch):
+    """STATICFIELD_CHECK_BUCKETS=1 compares with the unpadded call and names the output: an
+    analysis that wrongly accepted a function (simulated here by one that accepts all) is caught."""
+    from staticfield._buckets import _verdict
+
     monkeypatch.setenv("STATICFIELD_CHECK_BUCKETS", "1")
-    f = sf.jit(lambda x: {"y": x / x.shape[0]}, buckets={"x": 0})
+    real = _verdict._run
+    monkeypatch.setattr(_verdict, "_run", lambda analysis, closed, states, *a, **k: real(
+        analysis.__class__(analysis.rules, analysis.control, True), closed, states, *a, **k))
+    f = sf.jit(lambda x: {"y": x - x.sum(axis=0)}, buckets={"x": 0})
     with pytest.raises(sf.BucketCheckError, match=r"output \['y'\] of the call with 3 row\(s\) padded to "
                                                   r"bucket 4 differs from the unpadded call"):
         f(rows(3))
+    monkeypatch.setattr(_verdict, "_run", real)
     g = sf.jit(mlp, buckets={"x": 0})
     assert g(rows(3), W1, W2).shape == (3, 8)  # row-wise: the check passes
     assert isinstance(sf.BucketCheckError("x"), RuntimeError)
@@ -437,7 +470,7 @@ def test_deps_read_shares_bucket_programs_across_unread_statics():
 
     for n, tag in ((3, 0), (4, 1), (5, 2), (3, 3)):
         assert Net(jnp.ones((4, 2)), tag=tag).apply(np.ones((n, 4), np.float32)).shape == (n, 2)
-    assert Net.apply.compile_count == traces == 2
+    assert Net.apply.compile_count == traces - 1 == 2  # one more trace: the row analysis
     assert Net.apply.buckets() == {4: {"calls": 3, "rows": 10, "padded": 2}, 8: {"calls": 1, "rows": 5, "padded": 3}}
 
 

@@ -21,3 +21,4 @@ from ._errors import BucketCheckError as BucketCheckError
 from ._errors import BucketError as BucketError
 from ._front import BucketSpec as BucketSpec
 from ._front import bucket_spec as bucket_spec
+from ._trace import ROWS_KW as ROWS_KW

@@ -7,7 +7,9 @@ call pads it on the host; a ``jax.Array`` or ``jax.ShapeDtypeStruct`` as a
 ``ShapeDtypeStruct`` with its weak type, and its sharding when committed), and
 ``mask="valid"``'s ``valid`` as a ``ShapeDtypeStruct``; the bucket is chosen as a call
 chooses it. ``shapes(out, rows, bucket)`` gives ``eval_shape``'s answer as a call returns
-it: the outputs that carry the row axis back at ``rows``. ``Ahead`` is a base of
+it: the outputs that carry the row axis back at ``rows``. (``lower`` and ``trace`` give
+JAX's objects for the bucket's program itself: its outputs are a ``Rows`` of the padded
+outputs and their row axes.) ``Ahead`` is a base of
 ``_front.BucketSpec``, kept apart so that ``_front`` holds the call path only.
 """
 
@@ -20,8 +22,7 @@ from typing import Any, Callable, Iterator
 import jax
 import numpy as np
 
-from ._errors import AMBIGUOUS, BucketError
-from ._trace import AMBIGUOUS_AXES
+from ._trace import Rows
 
 
 def _abstract(leaf: Any, axis: int, bucket: int) -> Any:
@@ -43,10 +44,8 @@ class Ahead:
     function: str
     mask: Any
     positions: dict
-    _out_axes: dict
     _parts: Callable
     _bucket: Callable
-    _derive: Callable
     _local: Any
 
     def ahead(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, int, int]:
@@ -76,33 +75,20 @@ class Ahead:
             yield
             return
         outer = getattr(self._local, "call", None)
-        self._local.call = types.SimpleNamespace(rows=rows, bucket=bucket, traced=False, check=False)
+        self._local.call = types.SimpleNamespace(rows=rows, bucket=bucket, traced=False, check=False, program=None)
         try:
             yield
         finally:
             self._local.call = outer
 
-    def out_axes(self, out: Any, args: Any, kwargs: dict) -> tuple[list, Any, tuple]:
-        """The leaves and tree of the bucket program's outputs ``out`` (arrays or their
-        shapes), and per leaf the axis that carries the rows (``None``: no rows). A program
-        this process did not trace (loaded from a program store, or one whose trace JAX
-        kept) is traced abstractly first; outputs whose rows cannot be told apart are a
-        ``BucketError``."""
-        leaves, treedef = jax.tree_util.tree_flatten(out)
-        key = (treedef, tuple((tuple(x.shape), x.dtype) for x in leaves))
-        axes = self._out_axes.get(key)
-        if axes is None:
-            self._derive(list(args), kwargs)
-            axes = self._out_axes.get(key)
-        if axes is AMBIGUOUS_AXES or axes is None:
-            raise BucketError(AMBIGUOUS.format(function=self.function))
-        return leaves, treedef, axes
-
     def shapes(self, out: Any, rows: int, bucket: int, args: tuple, kwargs: dict) -> Any:
-        """``eval_shape``'s answer for the bucket's program, as a call returns it."""
-        if bucket == rows:
+        """``eval_shape``'s answer for the bucket's program, as a call returns it: the outputs
+        that carry the rows (as the program's ``Rows`` says) back at ``rows``."""
+        if not isinstance(out, Rows):
             return out
-        leaves, treedef, axes = self.out_axes(out, args, kwargs)
+        if bucket == rows:
+            return out.value
+        leaves, treedef = jax.tree_util.tree_flatten(out.value)
         return treedef.unflatten([x if axis is None else jax.ShapeDtypeStruct(
             tuple(rows if d == axis else s for d, s in enumerate(x.shape)), x.dtype,
-            weak_type=x.weak_type, sharding=getattr(x, "sharding", None)) for x, axis in zip(leaves, axes)])
+            weak_type=x.weak_type, sharding=getattr(x, "sharding", None)) for x, axis in zip(leaves, out.axes)])

@@ -16,18 +16,21 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
+import warnings
 from typing import Any, Callable
 
 import jax
 import numpy as np
 
 from .._core import _compat
+from .._core._errors import StaticFieldWarning
 from . import _pad
 from ._errors import DISAGREE as _DISAGREE
 from ._ahead import Ahead
 from ._recorded import Recorded
 from ._report import Reports
-from ._trace import AMBIGUOUS_AXES, Traced
+from ._symbolic import available
+from ._trace import ROWS_KW, Retry, Rows, Traced
 from ._sizes import Sizes
 
 _BUCKETS = (
@@ -61,16 +64,15 @@ _SHARDED = (
     "{m}. Add one (e.g. {suggest})."
 )
 _ARRAY = _compat.get("array_impl") or np.ndarray  # jax.Array's concrete class
-_ONE = jax.tree_util.tree_structure(0)  # the tree of one leaf
 
 
 class _Call:
     """The call in progress on this thread (read by the trace and by ``annotate``)."""
 
-    __slots__ = ("rows", "bucket", "traced", "check")
+    __slots__ = ("rows", "bucket", "traced", "check", "program")
 
     def __init__(self, rows: int, bucket: int) -> None:
-        self.rows, self.bucket, self.traced, self.check = rows, bucket, False, False
+        self.rows, self.bucket, self.traced, self.check, self.program = rows, bucket, False, False, None
 
 
 def _is_array(x: Any) -> bool:
@@ -116,9 +118,11 @@ class BucketSpec(Traced, Reports, Recorded, Ahead):
         self.mask = mask
         self.options = {"buckets": dict(buckets), "bucket_sizes": sizes, "mask": mask}
         self.stats: dict[int, dict[str, int]] = {}
-        self._out_axes: dict[Any, Any] = {}
         self._local = threading.local()
         self._lock = threading.Lock()
+        self._init_traced()
+        if not available():
+            warnings.warn(_compat.unavailable("buckets"), StaticFieldWarning, stacklevel=4)
 
     # ----- the call -----------------------------------------------------------------------
     def _found(self, args: tuple, kwargs: dict) -> list[tuple[str, Any, bool]]:
@@ -151,75 +155,101 @@ class BucketSpec(Traced, Reports, Recorded, Ahead):
             axes.append(axis % ndim)
         return leaves, treedef, axes, []
 
-    def front(self, call: Callable[..., Any]) -> Callable[..., Any]:
-        """The bucketed call around ``call`` (the engine's, or ``sf.jit``'s hit path)."""
+    def front(self, call: Callable[..., Any], kw_call: Callable[..., Any] | None = None) -> Callable[..., Any]:
+        """The bucketed call around ``call`` (the engine's, or ``sf.jit``'s hit path);
+        ``kw_call`` takes the same arguments and extra keywords (the real row count, for
+        programs whose callbacks need it), where ``call`` takes the user's signature only."""
         spec = self
+        kw_call = kw_call or call
         plain = (np.ndarray, _ARRAY)
         [(only, only_axis)] = list(self.axes.items()) if len(self.axes) == 1 else [(None, 0)]
         only_pos = self.positions.get(only, -1) if only is not None and not self.mask else -1
         choose, pad_device, host_pad = self.sizes.choose, _pad.pad_single, _pad.host_pad
-        local = self._local
         names = lambda: f"`{only}`"  # noqa: E731 (for an error only)
 
         def single(x: Any, args: tuple, kwargs: dict) -> Any:
             """One bucketed argument, a plain array passed by position (the common call)."""
             axis = spec._axis(only, x) if not 0 <= only_axis < x.ndim else only_axis
             rows = x.shape[axis]
-            bucket = choose(rows, names)
+            bucket = choose(rows, names) if rows else 0
+            if bucket != rows and not spec.fits(rows, bucket):
+                bucket = rows
+            padded = args
             if bucket != rows:
                 x = host_pad(x, axis, bucket) if x.__class__ is np.ndarray else pad_device(x, axis, bucket)
-                args = (*args[:only_pos], x, *args[only_pos + 1:])
-            state = _Call(rows, bucket)
-            outer = getattr(local, "call", None)
-            local.call = state
-            try:
-                out = call(*args, **kwargs)
-            finally:
-                local.call = outer
-            return spec._done(out, state, args, kwargs)
+                padded = (*args[:only_pos], x, *args[only_pos + 1:])
+            return spec._attempt(call, kw_call, padded, kwargs, rows, bucket, (args, kwargs))
 
         @functools.wraps(call)
         def bucketed(*args: Any, **kwargs: Any) -> Any:
             if len(args) > only_pos >= 0:
                 x = args[only_pos]
-                if x.__class__ is np.ndarray or (x.__class__ is _ARRAY and x.sharding.num_devices == 1):
+                if (x.__class__ is np.ndarray and x.dtype.kind != "V") or (
+                        x.__class__ is _ARRAY and x.sharding.num_devices == 1 and not _pad.is_key(x)):
                     return single(x, args, kwargs)
             parts, rows = spec._parts(args, kwargs, plain)
             if rows is None:
-                return call(*args, **kwargs)
+                return spec._unwrap(call(*args, **kwargs))
             bucket = spec._bucket(rows, parts)
             given = (args, kwargs)
             if bucket != rows:
-                args, kwargs = list(args), dict(kwargs)
-                flat, where = [], []
-                for p, (name, positional, leaves, treedef, axes) in enumerate(parts):
-                    for i, axis in enumerate(axes):
-                        if axis is not None:
-                            flat.append(leaves[i])
-                            where.append((p, i, axis))
-                padded = _pad.pad(flat, [w[2] for w in where], bucket)
-                new = [list(part[2]) for part in parts]
-                for (p, i, _), leaf in zip(where, padded):
-                    new[p][i] = leaf
-                for (name, positional, _, treedef, _), leaves in zip(parts, new):
-                    value = leaves[0] if treedef is None else treedef.unflatten(leaves)
-                    if positional:
-                        args[spec.positions[name]] = value
-                    else:
-                        kwargs[name] = value
+                args, kwargs = spec._padded(args, kwargs, parts, bucket)
             if spec.mask:
                 kwargs = dict(kwargs, valid=_pad.valid_mask(rows, bucket))
-            state = _Call(rows, bucket)
-            outer = getattr(local, "call", None)
-            local.call = state
-            try:
-                out = call(*args, **kwargs)
-            finally:
-                local.call = outer
-            return spec._done(out, state, args, kwargs, given)
+            return spec._attempt(call, kw_call, args, kwargs, rows, bucket, given)
 
         bucketed.__wrapped__ = call  # type: ignore[attr-defined]
         return bucketed
+
+    def _padded(self, args: tuple, kwargs: dict, parts: list, bucket: int) -> tuple[tuple, dict]:
+        """The call's arguments with every bucketed leaf padded to ``bucket`` rows."""
+        args, kwargs = list(args), dict(kwargs)
+        flat, where = [], []
+        for p, (name, positional, leaves, treedef, axes) in enumerate(parts):
+            for i, axis in enumerate(axes):
+                if axis is not None:
+                    flat.append(leaves[i])
+                    where.append((p, i, axis))
+        padded = _pad.pad(flat, [w[2] for w in where], bucket)
+        new = [list(part[2]) for part in parts]
+        for (p, i, _), leaf in zip(where, padded):
+            new[p][i] = leaf
+        for (name, positional, _, treedef, _), leaves in zip(parts, new):
+            value = leaves[0] if treedef is None else treedef.unflatten(leaves)
+            if positional:
+                args[self.positions[name]] = value
+            else:
+                kwargs[name] = value
+        return tuple(args), kwargs
+
+    def _attempt(self, call: Callable, kw_call: Callable, args: tuple, kwargs: dict, rows: int, bucket: int,
+                 given: tuple) -> Any:
+        """Run the bucket's program (``bucket == rows``: the exact program); a program that
+        may not serve ``rows`` (``Retry``, from its trace or load) sends the call to its
+        exact size."""
+        if self.needs_count:
+            call, kwargs = kw_call, dict(kwargs, **{ROWS_KW: _pad.count_array(rows)})
+        state = _Call(rows, bucket)
+        local = self._local
+        outer = getattr(local, "call", None)
+        local.call = state
+        try:
+            out = call(*args, **kwargs)
+        except Retry:
+            if bucket == rows:  # pragma: no cover - an exact program never retries
+                raise
+            local.call = outer
+            args, kwargs = given
+            if self.mask:
+                kwargs = dict(kwargs, valid=_pad.valid_mask(rows, rows))
+            return self._attempt(call if not self.needs_count else kw_call, kw_call, args, kwargs, rows, rows, given)
+        finally:
+            local.call = outer
+        return self._done(out, state, given)
+
+    @staticmethod
+    def _unwrap(out: Any) -> Any:
+        return out.value if isinstance(out, Rows) else out
 
     def _parts(self, args: tuple, kwargs: dict, plain: tuple = ()) -> tuple[list, int | None]:
         """Each bucketed argument given as (name, positional, leaves, treedef, row axes), and
@@ -244,13 +274,13 @@ class BucketSpec(Traced, Reports, Recorded, Ahead):
             parts.append((name, positional, leaves, treedef, axes))
         return parts, rows
 
-    def _done(self, out: Any, state: _Call, args: Any, kwargs: dict, given: tuple | None = None) -> Any:
+    def _done(self, out: Any, state: _Call, given: tuple) -> Any:
         """After the call: slice, count, and (checking mode) compare with the unpadded call."""
         rows, bucket = state.rows, state.bucket
-        result = self._slice(out, rows, bucket, list(args), kwargs)
+        result = self._slice(out, rows, bucket)
         self._count(rows, bucket)
         if state.traced and state.check:
-            self._check(given if given is not None else self._unpad(args, kwargs, rows), result, rows, bucket)
+            self._check(given, result, state)
         return result
 
     def _axis(self, name: str, value: Any) -> int:
@@ -267,20 +297,25 @@ class BucketSpec(Traced, Reports, Recorded, Ahead):
         return f"`{name}{_keystr(jax.tree_util.tree_flatten_with_path(value)[0][i][0])}`"
 
     def _bucket(self, rows: int, parts: list) -> int:
-        """The bucket for ``rows``; with the row axis sharded over ``m`` devices, a multiple of
-        ``m`` (pow2: rounded up; a list: the smallest listed size that is one)."""
+        """The bucket for ``rows`` (0 rows: the exact 0-row program); with the row axis
+        sharded over ``m`` devices, a multiple of ``m`` (pow2: rounded up; a list: the
+        smallest listed size that is one); ``rows`` itself where the bucket's program may
+        not serve that count (``fits``)."""
+        if rows == 0:
+            return 0
         names = lambda: ", ".join(f"`{part[0]}`" for part in parts)  # noqa: E731 (for an error only)
         bucket = self.sizes.choose(rows, names)
         m = self._mesh_multiple(parts)
-        if m <= 1 or bucket % m == 0:
-            return bucket
-        if self.sizes.pow2:
-            return -(-bucket // m) * m
-        fits = [s for s in self.sizes.listed if s >= rows and s % m == 0]
-        if not fits:
-            raise ValueError(_SHARDED.format(function=self.function, path=names(), m=m, sizes=self.sizes.spec,
-                                             rows=rows, suggest=-(-rows // m) * m))
-        return fits[0]
+        if m > 1 and bucket % m:
+            if self.sizes.pow2:
+                bucket = -(-bucket // m) * m
+            else:
+                fits = [s for s in self.sizes.listed if s >= rows and s % m == 0]
+                if not fits:
+                    raise ValueError(_SHARDED.format(function=self.function, path=names(), m=m,
+                                                     sizes=self.sizes.spec, rows=rows, suggest=-(-rows // m) * m))
+                bucket = fits[0]
+        return bucket if bucket == rows or self.fits(rows, bucket) else rows
 
     @staticmethod
     def _mesh_multiple(parts: list) -> int:
@@ -299,17 +334,16 @@ class BucketSpec(Traced, Reports, Recorded, Ahead):
                     m = max(m, np.shape(leaf)[axis] // shard[axis])
         return m
 
-    def _slice(self, out: Any, rows: int, bucket: int, args: list, kwargs: dict) -> Any:
-        if bucket == rows:
+    def _slice(self, out: Any, rows: int, bucket: int) -> Any:
+        """The outputs the user sees: each that carries rows cut back to the real ``rows``."""
+        if out.__class__ is not Rows:
             return out
-        if out.__class__ is _ARRAY:  # one array out: no tree to flatten
-            axes = self._out_axes.get((_ONE, ((out.shape, out.dtype),)))
-            if axes is not None and axes is not AMBIGUOUS_AXES:
-                axis = axes[0]
-                return out if axis is None else _pad.cut_single(out, axis, rows)
-        leaves, treedef, axes = self.out_axes(out, args, kwargs)
+        value, axes = out.value, out.axes
         if bucket == rows or not any(a is not None for a in axes):
-            return out
+            return value
+        if value.__class__ is _ARRAY:  # one array out: no tree to flatten
+            return _pad.cut_single(value, axes[0], rows)
+        leaves, treedef = jax.tree_util.tree_flatten(value)
         return treedef.unflatten(_pad.cut(leaves, axes, rows))
 
     def _count(self, rows: int, bucket: int) -> None:
@@ -325,6 +359,7 @@ class BucketSpec(Traced, Reports, Recorded, Ahead):
         """``{bucket: {"calls": n, "rows": real rows, "padded": rows added}}``."""
         with self._lock:
             return {b: dict(v) for b, v in sorted(self.stats.items())}
+
 
 def bucket_spec(fn: Callable, function: str, options: dict[str, Any], static_names: frozenset) -> BucketSpec | None:
     """The ``BucketSpec`` of ``sf.jit``/``jit_method`` options (``None`` without ``buckets=``);

@@ -11,7 +11,14 @@ leaves are tracers and are padded and sliced inline, in the caller's program. In
 ``sf.no_compiles()`` a program of these that would compile is refused (``RecompileError``)
 before compiling, and the leaves are padded or sliced on the host instead. Both
 programs carry ``__staticfield_padding__``, by which ``sf.watch`` lists them apart from
-the user's functions. Padding is zeros (``False`` for bools).
+the user's functions.
+
+Every pad row is a copy of the last real row (for every dtype: floats, ints, bools, typed
+PRNG keys), never zeros: a pad row then computes what a real row computes, so a ``log``,
+``sqrt`` or ``1/x`` of a pad row is finite wherever the real rows' are, and a gradient
+through the call (whose pad rows' cotangents are zero, and are summed into the last real
+row when the padding is transposed) equals the unpadded call's. A call with no rows is
+never padded (its exact 0-row program runs).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from typing import Any, Sequence
 
 import jax
 import numpy as np
+import jax.numpy as jnp
 from jax import lax
 
 from .._core import _compat
@@ -28,9 +36,26 @@ from .._core._errors import RecompileError
 
 
 def _pad_one(leaf: Any, axis: int, bucket: int) -> Any:
-    widths = [(0, 0, 0)] * leaf.ndim
-    widths[axis] = (0, bucket - leaf.shape[axis], 0)
-    return lax.pad(leaf, np.zeros((), leaf.dtype), widths)
+    n = leaf.shape[axis]
+    shape = list(leaf.shape)
+    shape[axis] = bucket - n
+    last = lax.slice_in_dim(leaf, n - 1, n, axis=axis)
+    return lax.concatenate([leaf, jnp.broadcast_to(last, tuple(shape))], axis)
+
+
+def is_key(x: Any) -> bool:
+    """A typed PRNG key array (``jax.random.key``), which NumPy cannot hold."""
+    dtype = getattr(x, "dtype", None)
+    try:
+        return dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+    except TypeError:
+        return False
+
+
+@functools.lru_cache(maxsize=4096)
+def count_array(n: int) -> Any:
+    """The real row count as a device scalar, for programs whose callbacks need it."""
+    return jax.device_put(np.int32(n))
 
 
 def _pad_all(leaves: Sequence[Any], spec: tuple) -> list:
@@ -71,11 +96,15 @@ def _is_tracer(x: Any) -> bool:
 
 
 def host_pad(leaf: np.ndarray, axis: int, bucket: int) -> np.ndarray:
-    """A NumPy array padded with zeros on ``axis`` to ``bucket`` (faster than ``numpy.pad``)."""
+    """A NumPy array padded on ``axis`` to ``bucket`` rows with copies of its last row
+    (faster than ``numpy.pad``)."""
+    n = leaf.shape[axis]
     shape = list(leaf.shape)
     shape[axis] = bucket
-    out = np.zeros(shape, leaf.dtype)
-    out[(slice(None),) * axis + (slice(0, leaf.shape[axis]),)] = leaf
+    out = np.empty(shape, leaf.dtype)
+    head = (slice(None),) * axis
+    out[head + (slice(0, n),)] = leaf
+    out[head + (slice(n, bucket),)] = leaf[head + (slice(n - 1, n),)]
     return out
 
 
@@ -92,7 +121,7 @@ def _first_on_cpu(key: Any, leaves: Sequence[Any]) -> bool:
     if key in _SEEN:
         return False
     for x in leaves:
-        if getattr(x, "weak_type", True):
+        if getattr(x, "weak_type", True) or is_key(x):
             return False
         sharding = getattr(x, "sharding", None)
         if sharding is None or sharding.num_devices != 1 or next(iter(sharding.device_set)).platform != "cpu":

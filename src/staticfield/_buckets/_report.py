@@ -1,19 +1,94 @@
-"""What a bucketed function reports: the checking mode (``STATICFIELD_CHECK_BUCKETS=1``:
-the unpadded call, compared) and its explanations (a shape change on the row axis as a
-``"bucket"`` change). ``Reports`` is a base of ``_front.BucketSpec``.
+"""What a bucketed function reports: the checking mode (``STATICFIELD_CHECK_BUCKETS=1``)
+and its explanations (a shape change on the row axis as a ``"bucket"`` change).
+``Reports`` is a base of ``_front.BucketSpec``.
+
+The checking mode runs, at each trace, the reference call as plain ``jax.jit`` would (jax
+arrays, the function traced at the real row count, ``debug``/``io`` callbacks left out so
+that no side effect runs twice) and compares its outputs with the bucketed call's. Where
+JAX can take the function's VJP it compares gradients too: a fixed pseudo-random
+cotangent on every float output (zero on the pad rows of the bucket's program), the
+bucket program's input cotangents with each pad row's folded into the last real row (as
+the padding's transpose does), against the reference's, for every float argument.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import threading
+import warnings
 from typing import Any, Callable
 
 import jax
 import numpy as np
+from jax.extend.core import jaxpr_as_fun
 
 from .._core import _compat
+from .._core._errors import StaticFieldWarning
 from .._explain._diff import Change, Recompile
 from ._errors import CHECK_FAILED, BucketCheckError, output_name
+
+_SKIPPED = (
+    "{function}: STATICFIELD_CHECK_BUCKETS=1 compares outputs only for this function ({why}); "
+    "its gradients are not checked."
+)
+_NO_IO = ("{function}: STATICFIELD_CHECK_BUCKETS=1 does not check this function: it holds an "
+          "io_callback, which the reference call would run a second time.")
+_SAID: set = set()
+_SAID_LOCK = threading.Lock()
+
+
+def _once(text: str) -> None:
+    with _SAID_LOCK:
+        if text in _SAID:
+            return
+        _SAID.add(text)
+    warnings.warn(text, StaticFieldWarning, stacklevel=5)
+
+
+def _prims(jaxpr: Any) -> set:
+    """Every primitive name in a jaxpr, nested ones included."""
+    names = set()
+    for eqn in jaxpr.eqns:
+        names.add(eqn.primitive.name)
+        for p in eqn.params.values():
+            for sub in p if isinstance(p, (tuple, list)) else (p,):
+                inner = getattr(sub, "jaxpr", sub)
+                if hasattr(inner, "eqns"):
+                    names |= _prims(inner)
+    return names
+
+
+def _silenced(closed: Any) -> Any:
+    """``closed`` without its ``debug_callback`` equations (at the top level), as a function."""
+    jaxpr = closed.jaxpr
+    kept = [e for e in jaxpr.eqns if e.primitive.name != "debug_callback"]
+    if len(kept) != len(jaxpr.eqns):
+        jaxpr = jaxpr.replace(eqns=kept, effects=frozenset())
+        closed = closed.replace(jaxpr=jaxpr)
+    return jaxpr_as_fun(closed)
+
+
+def _fold(ct: Any, axis: int, rows: int) -> np.ndarray:
+    """A padded input's cotangent as the padding's transpose gives it: pad rows summed into
+    the last real row, then cut to the real rows."""
+    ct = np.asarray(ct)
+    head = (slice(None),) * axis
+    out = np.array(ct[head + (slice(0, rows),)])
+    if ct.shape[axis] > rows and rows:
+        out[head + (slice(rows - 1, rows),)] += ct[head + (slice(rows, None),)].sum(axis=axis, keepdims=True)
+    return out
+
+
+def _differ(got: Any, want: Any) -> str | None:
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        return f"shape {got.shape} against {want.shape}"
+    if np.issubdtype(got.dtype, np.inexact):
+        if np.allclose(got, want, rtol=1e-5, atol=1e-6, equal_nan=True):
+            return None
+        with np.errstate(invalid="ignore"):
+            return f"largest difference {np.nanmax(np.abs(got - want)):.3g}"
+    return None if np.array_equal(got, want) else "values differ"
 
 
 class Reports:
@@ -23,70 +98,196 @@ class Reports:
     fn: Callable
     function: str
     axes: dict
-    positions: dict
     mask: Any
+    sizes: Any
+    params: list
+    static_names: frozenset
     _local: Any
+    _leaves: Callable
 
-    def _check(self, given: tuple, result: Any, rows: int, bucket: int) -> None:
-        """``STATICFIELD_CHECK_BUCKETS=1``: run the unpadded call (op by op) and compare."""
-        if any(isinstance(x, _compat.Tracer) for x in jax.tree_util.tree_leaves(result)):
+    def _check(self, given: tuple, result: Any, state: Any) -> None:
+        """``STATICFIELD_CHECK_BUCKETS=1``: the reference call, outputs and gradients compared."""
+        if any(isinstance(x, _compat.Tracer) for x in jax.tree_util.tree_leaves(result)) or state.program is None:
             return  # under a transformation: nothing concrete to compare
+        rows, bucket = state.rows, state.bucket
         args, kwargs = given
         if self.mask:
             kwargs = dict(kwargs, valid=np.ones(rows, bool))
-        expected = self.fn(*args, **kwargs)
+        xs, axes, rebuild = self._inputs(args, kwargs)
+        fn = self.fn
+
+        def call(*values: Any) -> Any:
+            a, k = rebuild(values)
+            return jax.tree_util.tree_leaves(fn(*a, **k))
+
+        ref = jax.make_jaxpr(call)(*xs)
+        if "io_callback" in _prims(ref.jaxpr) or any(
+                "debug_callback" in _prims(getattr(p, "jaxpr", p)) or "debug_print" in _prims(getattr(p, "jaxpr", p))
+                for e in ref.jaxpr.eqns for p in e.params.values() if hasattr(getattr(p, "jaxpr", p), "eqns")):
+            _once(_NO_IO.format(function=self.function))
+            return
+        call_ref = _silenced(ref)
+        want = jax.jit(call_ref)(*xs)
         got_leaves = jax.tree_util.tree_flatten_with_path(result)[0]
-        want_leaves = jax.tree_util.tree_leaves(expected)
-        for (path, got), want in zip(got_leaves, want_leaves):
-            got, want = np.asarray(got), np.asarray(want)
-            if got.shape != want.shape:
-                detail = f"shape {got.shape} against {want.shape}"
-            elif np.issubdtype(got.dtype, np.inexact):
-                if np.allclose(got, want, rtol=1e-5, atol=1e-6, equal_nan=True):
-                    continue
-                detail = f"largest difference {np.nanmax(np.abs(got - want)):.3g}"
-            elif np.array_equal(got, want):
+        for (path, got), w in zip(got_leaves, want):
+            detail = _differ(got, w)
+            if detail is not None:
+                raise BucketCheckError(CHECK_FAILED.format(function=self.function, output=output_name(path),
+                                                           rows=rows, bucket=bucket, detail=detail))
+        if rows != bucket and not _prims(ref.jaxpr) & {"debug_callback", "debug_print", "pure_callback"}:
+            self._check_gradients(call, call_ref, xs, axes, state)
+
+    def _inputs(self, args: tuple, kwargs: dict) -> tuple[list, list, Callable]:
+        """Every array and number of the call's arguments that are not static, as JAX would
+        trace them (NumPy arrays as jax arrays), each with its row axis (``None`` where the
+        argument is not bucketed), and a function putting values back in their place."""
+        entries = [(self.params[i] if i < len(self.params) else i, i, a) for i, a in enumerate(args)]
+        entries += [(k, k, kwargs[k]) for k in sorted(kwargs)]
+        xs, axes, places = [], [], []
+        for name, where, value in entries:
+            if name in self.static_names:
+                places.append((where, None, None, None))
                 continue
+            flat, tree = jax.tree_util.tree_flatten(value)
+            rows = self._leaves(name, value, strict=False)[2] if name in self.axes else \
+                [0] * len(flat) if name == "valid" and self.mask else [None] * len(flat)
+            slots = []
+            for leaf, axis in zip(flat, rows):
+                if isinstance(leaf, (jax.Array, np.ndarray, np.generic, bool, int, float, complex)):
+                    slots.append(len(xs))
+                    xs.append(jax.numpy.asarray(leaf) if isinstance(leaf, np.ndarray) else leaf)
+                    axes.append(axis)
+                else:
+                    slots.append(None)
+            places.append((where, tree, flat, slots))
+
+        def rebuild(values: tuple) -> tuple[list, dict]:
+            a, k = list(args), dict(kwargs)
+            for where, tree, flat, slots in places:
+                if tree is None:
+                    continue
+                value = tree.unflatten([values[s] if s is not None else leaf for leaf, s in zip(flat, slots)])
+                if isinstance(where, int):
+                    a[where] = value
+                else:
+                    k[where] = value
+            return a, k
+
+        return xs, axes, rebuild
+
+    def _check_gradients(self, call: Callable, call_ref: Callable, xs: list, axes: list, state: Any) -> None:
+        """The VJP of the padded program (plain ``jax.jit``'s, traced at the bucket's size) against
+        the unpadded one's, for every float argument (see the module docstring)."""
+        rows, bucket = state.rows, state.bucket
+        verdict = state.program
+        floats = [i for i, x in enumerate(xs) if np.issubdtype(np.asarray(x).dtype, np.inexact)]
+        padded = [_pad_like(x, axis, bucket) for x, axis in zip(xs, axes)]
+        try:
+            closed = jax.make_jaxpr(call)(*padded)
+        except Exception:
+            return
+        outs = [v.aval for v in closed.jaxpr.outvars]
+        float_outs = [j for j, a in enumerate(outs) if np.issubdtype(a.dtype, np.inexact)]
+        if not floats or not float_outs:
+            return
+        rng = np.random.default_rng(0)
+        cts_b, cts_r = [], []
+        for j in float_outs:
+            ct = rng.standard_normal(outs[j].shape).astype(outs[j].dtype)
+            axis = verdict.outputs[j]
+            if axis is not None:
+                ct[(slice(None),) * axis + (slice(rows, None),)] = 0
+                cts_r.append(ct[(slice(None),) * axis + (slice(0, rows),)])
             else:
-                detail = "values differ"
-            raise BucketCheckError(CHECK_FAILED.format(function=self.function, output=output_name(path),
-                                                       rows=rows, bucket=bucket, detail=detail))
+                cts_r.append(ct)
+            cts_b.append(ct)
+        program = jaxpr_as_fun(closed)
+
+        def pick(fun: Callable, values: list) -> Callable:
+            return lambda *fl: [o for j, o in enumerate(fun(*_put(values, floats, fl))) if j in float_outs]
+
+        try:
+            got = jax.vjp(pick(program, padded), *[padded[i] for i in floats])[1](cts_b)
+            want = jax.vjp(pick(call_ref, list(xs)), *[xs[i] for i in floats])[1](cts_r)
+        except Exception as exc:  # a while_loop, a custom_vjp without a rule: outputs only
+            _once(_SKIPPED.format(function=self.function, why=f"JAX cannot take its VJP: {type(exc).__name__}"))
+            return
+        for i, g, w in zip(floats, got, want):
+            g = _fold(g, axes[i], rows) if axes[i] is not None else np.asarray(g)
+            detail = _differ(g, w)
+            if detail is not None:
+                raise BucketCheckError(CHECK_FAILED.format(
+                    function=self.function, output=f"the gradient with respect to input {i} of the call", rows=rows,
+                    bucket=bucket, detail=detail))
 
     def explain(self, changes: list[Change]) -> list[Change]:
-        """Shape changes of the bucketed arguments on their row axis, as ``"bucket"`` changes."""
+        """Shape changes of the bucketed arguments on their row axis, as ``"bucket"`` changes;
+        a change on another axis, in the shapes the user passed (the row axis as ``rows``)."""
         state = getattr(self._local, "call", None)
         out: list[Change] = []
         done: set[str] = set()
         for change in changes:
             root = change.path.split(".", 1)[0].split("[", 1)[0]
-            if change.kind == "shape" and root in self.axes and state is not None:
-                old, new = _dims(change.old), _dims(change.new)
-                axis = self.axes[root]
-                if old is not None and new is not None and len(old) == len(new) and -len(old) <= axis < len(old):
-                    k = axis % len(old)
-                    if [d for i, d in enumerate(old) if i != k] == [d for i, d in enumerate(new) if i != k]:
-                        if root not in done:
-                            done.add(root)
-                            path = f"{change.path}.shape[{k}]" if change.path == root else f"{root}.*.shape[{k}]"
-                            out.append(Change(path, "bucket", str(old[k]), str(new[k]),
-                                              rows=str(state.rows)))
-                        continue
-            out.append(change)
+            if change.kind != "shape" or root not in self.axes or state is None:
+                out.append(change)
+                continue
+            old, new = _dims(change.old), _dims(change.new)
+            axis = self.axes[root]
+            if old is None or new is None or len(old) != len(new) or not -len(old) <= axis < len(old):
+                out.append(change)
+                continue
+            k = axis % len(old)
+            if [d for i, d in enumerate(old) if i != k] != [d for i, d in enumerate(new) if i != k]:
+                hint = (f"buckets= pads axis {k} of `{root}` only; every new size of another axis "
+                        "compiles once")
+                out.append(dataclasses.replace(change, old=_rows_text(change.old, k), new=_rows_text(change.new, k),
+                                               hint=hint))
+                continue
+            if root not in done:
+                done.add(root)
+                path = f"{change.path}.shape[{k}]" if change.path == root else f"{root}.*.shape[{k}]"
+                out.append(Change(path, "bucket", self._size(old[k], None), self._size(new[k], state),
+                                  rows=str(state.rows)))
         return out
+
+    def _size(self, size: int, state: Any) -> str:
+        """A program's size as the explanation says it: ``64``, or ``exact 37`` for a
+        program of one row count (0 rows, ``"auto"``'s exact size, a size kept exact)."""
+        if state is not None:
+            exact = state.rows == state.bucket and (
+                state.rows == 0 or self.sizes.exact(state.rows) or self.sizes.choose(state.rows, str) != state.rows)
+            return f"exact {size}" if exact else str(size)
+        return str(size)
 
     def annotate(self, event: Recompile) -> Recompile:
         changes = self.explain(event.changes)
         return event if changes == event.changes else dataclasses.replace(event, changes=changes)
 
 
-    def _unpad(self, args: tuple, kwargs: dict, rows: int) -> tuple:
-        """The single-array fast path's arguments with the bucketed one cut back to ``rows``."""
-        name = next(iter(self.axes))
-        pos = self.positions[name]
-        x = np.asarray(args[pos])
-        axis = self.axes[name] % x.ndim
-        return (*args[:pos], x[(slice(None),) * axis + (slice(0, rows),)], *args[pos + 1:]), kwargs
+def _pad_like(x: Any, axis: int | None, bucket: int) -> Any:
+    if axis is None or np.shape(x)[axis] == bucket:
+        return x
+    from ._pad import host_pad
 
+    return jax.numpy.asarray(host_pad(np.asarray(x), axis, bucket))
+
+
+def _put(xs: list, where: list, values: tuple) -> list:
+    out = list(xs)
+    for i, v in zip(where, values):
+        out[i] = v
+    return out
+
+
+def _rows_text(text: str, k: int) -> str:
+    """An aval's text with axis ``k`` written ``rows`` (``f32[8,4]`` → ``f32[rows,4]``)."""
+    dims = text.rsplit("[", 1)
+    if len(dims) != 2:
+        return text
+    parts = dims[1][:-1].split(",")
+    if k < len(parts):
+        parts[k] = "rows"
+    return f"{dims[0]}[{','.join(parts)}]"
 
 
 def _dims(text: str) -> list[int] | None:

@@ -1,26 +1,78 @@
-"""What JAX traces in place of a bucketed function: trace it once to a jaxpr, follow the
-row axis through it (``_rows``), refuse a row-mixing function, remember which outputs carry
-the rows, and evaluate the jaxpr in the caller's trace (so the user's function is traced
-exactly once per program). ``Traced`` is a base of ``_front.BucketSpec``, kept apart so
-that ``_front`` holds the call path only.
+"""What JAX traces in place of a bucketed function: the bucket's program, run only once it
+is shown to be the program analysed.
+
+``Traced._traced`` runs while JAX traces a bucket's program, in four named steps:
+
+1. ``_flatten``: the bucketed arguments' traced leaves, each with its row axis;
+2. the concrete trace of the user's function at the bucket's size (``jax.make_jaxpr``:
+   the program that will run, plain ``jax.jit``'s program for the padded batch);
+3. ``_judged``: the verdict for the call's non-row key (``_verdict.judge``: the function
+   traced with the row count symbolic, analysed; cached per key), and whether the
+   concrete program is that program at this size (``_compare``). A refusal is a
+   ``BucketError`` naming the line. A bucket whose program is not the analysed one runs
+   only calls of exactly its size (``exact``), and a call whose real count a guard
+   excludes runs at its own size: either way a call with fewer rows than the bucket is
+   sent back to run unpadded (``Retry``, caught by ``_front``, which asks ``fits``
+   before it pads next time);
+4. the program evaluated in the caller's trace (``_run``: callbacks get the real rows),
+   its outputs wrapped in ``Rows``, a pytree whose metadata is each output's row axis,
+   so every program says how its own outputs are sliced.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import threading
 from typing import Any, Callable
 
 import jax
-import numpy as np
+import jax.numpy as jnp
 from jax.extend.core import jaxpr_as_fun
 
 from .._core import _compat
-from ._errors import MIXES_ROWS, NO_ROW_OUTPUT, BucketError, output_name
-from ._rows import Analysis, Mixed, Mixing, Row
+from .._core._spec import SPECS
+from ._run import run, takes_rows
+from ._compare import differs
+from ._errors import BucketError
+from ._verdict import Leaf, Verdict, judge
+from ._symbolic import Guard, available
 
 CHECK_ENV = "STATICFIELD_CHECK_BUCKETS"
-AMBIGUOUS_AXES = object()  # two programs disagree on an output's row axis
+_VERDICTS = 256  # verdicts kept per function (one per static key and non-row shapes)
+ROWS_KW = "_staticfield_rows"  # the real row count, passed to programs whose callbacks need it
+
+
+class Retry(Exception):
+    """Internal: this call must run at its exact size; raised while its bucket program is
+    traced (or loaded from a program store), caught by the front, which calls again."""
+
+
+class Rows:
+    """A bucket program's outputs (``value``) and each flat output's row axis (``axes``, the
+    pytree metadata: part of the program, so each program slices its own outputs)."""
+
+    __slots__ = ("value", "axes")
+
+    def __init__(self, value: Any, axes: tuple) -> None:
+        self.value, self.axes = value, axes
+
+    def __repr__(self) -> str:
+        return f"Rows({self.value!r}, axes={self.axes})"
+
+
+jax.tree_util.register_pytree_node(Rows, lambda r: ((r.value,), r.axes), lambda axes, kids: Rows(kids[0], axes))
+
+
+def _signature(value: Any) -> Any:
+    """What a verdict's cache key holds of an argument that is not bucketed: its shapes and
+    static values, or only its type for an instance (whose statics are not read here: a
+    wrong guess costs a fresh verdict, never a wrong one, as ``_compare`` checks it)."""
+    if type(value) in SPECS:
+        return type(value)
+    flat, tree = jax.tree_util.tree_flatten(value)
+    return tree, tuple((x.aval.shape, str(x.aval.dtype), getattr(x.aval, "weak_type", False))
+                       if isinstance(x, _compat.Tracer) else (type(x), x) for x in flat)
 
 
 class Traced:
@@ -33,13 +85,18 @@ class Traced:
     positions: dict
     mask: Any
     params: list
-    static_names: frozenset
-    _out_axes: dict
     _local: Any
     _lock: Any
-    _found: Callable
     _leaves: Callable
-    _path: Callable
+    _found: Callable
+
+    def _init_traced(self) -> None:
+        self._verdicts: dict[Any, Verdict] = {}
+        self.exact: set[int] = set()  # bucket sizes whose program serves their own size only
+        self.guards: list[Guard] = []  # every guard of every verdict (the front checks each count)
+        self._fits: dict[int, bool] = {}
+        self.needs_count = False  # a program's callback takes rows: calls pass ROWS_KW
+        self._sound = available()  # else every call runs at its exact size
 
     def body(self, fn: Callable) -> Callable:
         """What JAX traces in place of ``fn`` (see the module docstring)."""
@@ -56,119 +113,154 @@ class Traced:
         if state is not None:
             state.traced = True
             state.check = os.environ.get(CHECK_ENV, "") not in ("", "0")
-        args, kwargs = list(args), dict(kwargs)
-        slots: list[tuple[str, bool, Any, list, list]] = []  # name, positional, treedef, leaves, states
-        inputs: list[Any] = []
-        states: list[Any] = []
-        for name, value, positional in self._found(tuple(args), kwargs):
-            leaves, treedef = jax.tree_util.tree_flatten(value)
-            axes = self._leaves(name, value, strict=False)[2]
-            places = []
-            for i, (leaf, axis) in enumerate(zip(leaves, axes)):
-                if isinstance(leaf, _compat.Tracer):
-                    places.append(len(inputs))
-                    inputs.append(leaf)
-                    states.append(None if axis is None else Row(axis, self._path(name, value, i).strip("`")))
-                else:
-                    places.append(None)
-            slots.append((name, positional, treedef, leaves, places))
-        if self.mask and isinstance(kwargs.get("valid"), _compat.Tracer):
-            slots.append(("valid", False, None, [kwargs["valid"]], [len(inputs)]))
-            inputs.append(kwargs["valid"])
-            states.append(Row(0, "valid"))
+        kwargs = dict(kwargs)
+        count = kwargs.pop(ROWS_KW, None)
+        rebuild, dyn, leaves, key = self._flatten(args, kwargs)
 
         def flat_fn(*xs: Any) -> Any:
-            a, k = list(args), dict(kwargs)
-            for name, positional, treedef, leaves, places in slots:
-                filled = [xs[p] if p is not None else leaf for leaf, p in zip(leaves, places)]
-                value = filled[0] if treedef is None else treedef.unflatten(filled)
-                if positional:
-                    a[self.positions[name]] = value
-                else:
-                    k[name] = value
+            a, k = rebuild(xs)
             return fn(*a, **k)
 
-        closed, out_shape = jax.make_jaxpr(flat_fn, return_shape=True)(*inputs)
+        bucket = next((leaf.aval.shape[leaf.axis] for leaf in leaves if leaf.axis is not None), None)
+        rows = state.rows if state is not None and state.bucket == bucket else bucket
         try:
-            outs = Analysis(lenient=bool(self.mask)).run(closed.jaxpr, [None] * len(closed.jaxpr.constvars), states)
-        except Mixing as exc:
-            raise BucketError(self._mixing_message(exc)) from None
-        shapes, out_tree = jax.tree_util.tree_flatten(out_shape)
-        axes = [s.axis if isinstance(s, Row) else self._mixed_axis(s, a, inputs, states)
-                for s, a in zip(outs, shapes)]
-        if not self.mask:
-            for (path, aval), axis in zip(jax.tree_util.tree_flatten_with_path(out_shape)[0], axes):
-                if axis is None:
-                    names = ", ".join(f"`{n}`" for n in self.axes)
-                    text = f"{aval.dtype}{list(aval.shape)}"
-                    raise BucketError(NO_ROW_OUTPUT.format(function=self.function, output=output_name(path),
-                                                           aval=text, names=names))
-        key = (out_tree, tuple((tuple(s.shape), s.dtype) for s in shapes))
-        self._learn(key, axes)
-        self._local.last_out = (key, axes)  # for the program store's key of this program
-        flat_out = jaxpr_as_fun(closed)(*inputs)
-        return out_tree.unflatten(flat_out)
-
-    def _learn(self, key: Any, axes: list) -> None:
-        """Which outputs of a program (by its outputs' tree, shapes and dtypes) carry the rows."""
+            closed, out_shape = jax.make_jaxpr(flat_fn, return_shape=True)(*dyn)
+        except Exception:
+            if bucket is None or rows == bucket or not self._sound:
+                raise
+            self._judge(flat_fn, leaves, None, rows)  # a refusal says why, naming the line
+            with self._lock:  # else the bucket's size itself fails (a split in 3 of 4 rows)
+                self.exact.add(bucket)
+            raise Retry() from None
+        out_tree = jax.tree_util.tree_structure(out_shape)
+        if bucket is None or not self._sound:  # no rows in this call (or no analysis): plain jax.jit
+            return Rows(out_tree.unflatten(jaxpr_as_fun(closed)(*dyn)), (None,) * out_tree.num_leaves)
+        verdict, why = self._judged(key, flat_fn, leaves, closed, bucket)
         with self._lock:
-            known = self._out_axes.get(key)
-            self._out_axes[key] = axes if known is None or known == axes else AMBIGUOUS_AXES
+            for guard in verdict.guards:
+                if guard not in self.guards:
+                    self.guards.append(guard)
+                    self._fits.clear()
+            if why is not None:
+                self.exact.add(bucket)
+        callbacks = takes_rows(verdict.callbacks) and not self.mask
+        if callbacks and count is None:
+            self.needs_count = True
+        if rows != bucket and (why is not None or not all(g.holds(rows) for g in verdict.guards)
+                               or (callbacks and count is None)):
+            raise Retry()
+        if self.mask and takes_rows(verdict.callbacks):
+            count = jnp.sum(dyn[next(i for i, leaf in enumerate(leaves) if leaf.origin == "valid")], dtype=jnp.int32)
+        flat_out = run(closed, dyn, verdict.callbacks, count if rows != bucket and why is None else None, bucket)
+        if state is not None:
+            state.program = verdict
+        self._local.last_verdict = (verdict, why is None)  # for the program store's record of it
+        return Rows(out_tree.unflatten(flat_out), verdict.outputs)
 
-    def _mixed_axis(self, state: Any, aval: Any, inputs: list, states: list) -> int | None:
-        """``mask=``: a ``Mixed`` output is sliced on its declared row axis when it still has
-        the bucket's size there."""
-        if not isinstance(state, Mixed):
-            return None
-        root = state.origin.split(".", 1)[0].split("[", 1)[0]
-        axis = self.axes.get(root, 0) if root != "valid" else next(iter(self.axes.values()))
-        bucket = next((np.shape(x)[s.axis] for x, s in zip(inputs, states) if isinstance(s, Row)), None)
-        ndim = len(aval.shape)
-        if bucket is None or not -ndim <= axis < ndim or aval.shape[axis % ndim] != bucket:
-            return None
-        return axis % ndim
+    def _flatten(self, args: tuple, kwargs: dict) -> tuple[Callable, list, list[Leaf], Any]:
+        """The bucketed arguments' traced leaves (``dyn``; with ``mask=``, ``valid`` too),
+        each as a ``Leaf`` with its row axis, a function putting new leaves back into
+        ``(args, kwargs)``, and the call's non-row key (``None`` where it cannot be
+        hashed). The other arguments stay where they are: the traces close over them (an
+        instance is never flattened here, so a ``deps="read"`` method reads only what it
+        reads)."""
+        found = list(self._found(args, kwargs))
+        if self.mask:  # the row mask, by keyword or (as JAX may pass it) by position
+            pos = self.params.index("valid") if "valid" in self.params else -1
+            if 0 <= pos < len(args):
+                found.append(("valid", args[pos], True))
+            elif "valid" in kwargs:
+                found.append(("valid", kwargs["valid"], False))
+        trees, places, dyn, leaves, statics = [], [], [], [], []
+        for name, value, positional in found:
+            flat, tree = jax.tree_util.tree_flatten(value)
+            axes = self._leaves(name, value, strict=False)[2] if name != "valid" else [0]
+            paths = None
+            slots = []
+            for i, (leaf, axis) in enumerate(zip(flat, axes)):
+                if isinstance(leaf, _compat.Tracer):
+                    if axis is not None and paths is None:
+                        paths = jax.tree_util.tree_flatten_with_path(value)[0]
+                    origin = "" if axis is None else (name if not paths[i][0]
+                                                      else name + jax.tree_util.keystr(paths[i][0]))
+                    slots.append(len(dyn))
+                    dyn.append(leaf)
+                    leaves.append(Leaf(leaf.aval, axis, origin))
+                else:
+                    slots.append(None)
+                    statics.append((type(leaf), leaf))
+            trees.append((name, positional, tree, flat))
+            places.append(slots)
 
-    def _mixing_message(self, exc: Mixing) -> str:
-        summarize = _compat.get("source_summary")  # the user's line of an equation
-        where = "an unknown line"
-        for eqn in (exc.eqn, *exc.outer) if summarize is not None else ():  # in a library's jit: its call
-            try:
-                text = summarize(eqn.source_info)
-            except Exception:
-                continue
-            if text and not text.startswith("unknown") and ":" in text:
-                where = text
-                break
-        name = exc.eqn.primitive.name
-        params = {k: v for k, v in exc.eqn.params.items() if k in ("axes", "dimension", "axis", "dimensions")
-                  and v is not None}
-        operation = f"`{name}`" + (f" ({', '.join(f'{k}={v}' for k, v in params.items())})" if params else "")
-        root = exc.row.origin.split(".", 1)[0].split("[", 1)[0]
-        declared = self.axes.get(root, exc.row.axis)
-        if declared != exc.row.axis:
-            operation += f" (where the rows are on axis {exc.row.axis})"
-        return MIXES_ROWS.format(function=self.function, origin=exc.row.origin, axis=declared,
-                                 operation=operation, where=where, why=exc.why)
+        def rebuild(xs: tuple) -> tuple[list, dict]:
+            a, k = list(args), dict(kwargs)
+            for (name, positional, tree, flat), slots in zip(trees, places):
+                value = tree.unflatten([xs[s] if s is not None else leaf for leaf, s in zip(flat, slots)])
+                if positional:
+                    a[self.positions[name] if name != "valid" else self.params.index("valid")] = value
+                else:
+                    k[name] = value
+            return a, k
 
-    def _derive(self, args: list, kwargs: dict) -> None:
-        """Trace the body abstractly (no compile, not counted) to learn which outputs carry
-        the rows, for a program that was not traced in this process."""
-        static = {i for i, name in enumerate(self.params) if name in self.static_names}
-        fixed = {i: a for i, a in enumerate(args) if i in static}
-        fixed_kw = {k: v for k, v in kwargs.items() if k in self.static_names}
-        dyn = [a for i, a in enumerate(args) if i not in static]
-        dyn_kw = {k: v for k, v in kwargs.items() if k not in self.static_names}
-        body = self.body(self.fn)
-
-        def abstract(dyn: list, dyn_kw: dict) -> Any:
-            it = iter(dyn)
-            full = [fixed[i] if i in fixed else next(it) for i in range(len(args))]
-            return body(*full, **dyn_kw, **fixed_kw)
-
-        outer = getattr(self._local, "call", None)
-        self._local.call = None
+        shapes = tuple((tuple(None if k == leaf.axis else d for k, d in enumerate(leaf.aval.shape)),
+                        str(leaf.aval.dtype), getattr(leaf.aval, "weak_type", False)) for leaf in leaves)
+        bucketed = {name for name, _, _ in found}
+        others = tuple(_signature(v) for i, v in enumerate(args)
+                       if i >= len(self.params) or self.params[i] not in bucketed)
+        others += tuple((k, _signature(v)) for k, v in sorted(kwargs.items()) if k not in bucketed)
+        key: Any = (tuple((name, tree) for name, _, tree, _ in trees), tuple(statics), shapes, others)
         try:
-            jax.eval_shape(abstract, dyn, dyn_kw)
-        finally:
-            self._local.call = outer
+            hash(key)
+        except TypeError:
+            key = None
+        return rebuild, dyn, leaves, key
 
+    def _judged(self, key: Any, flat_fn: Callable, leaves: list[Leaf], closed: Any,
+                bucket: int) -> tuple[Verdict, str | None]:
+        """The verdict for ``key`` (cached; judged again when the cached one's program is not
+        this one), and why the concrete program ``closed`` is not the analysed one at
+        ``bucket`` rows (``None``: it is)."""
+        cached = self._verdicts.get(key) if key is not None else None
+        if cached is not None and closed is not None:
+            why = differs(closed, cached.jaxpr, bucket)
+            if why is None:
+                return cached, None
+        verdict = self._judge(flat_fn, leaves, closed)
+        why = differs(closed, verdict.jaxpr, bucket) if closed is not None else "the bucket's trace failed"
+        if key is not None:
+            with self._lock:
+                if len(self._verdicts) >= _VERDICTS:
+                    self._verdicts.pop(next(iter(self._verdicts)))
+                self._verdicts[key] = verdict
+        return verdict, why
+
+    def _judge(self, flat_fn: Callable, leaves: list[Leaf], closed: Any, rows: int | None = None) -> Verdict:
+        """The verdict; where the symbolic trace fails and a concrete one at the call's real
+        ``rows`` fails too, the user's own error, as plain ``jax.jit`` raises it."""
+        names = ", ".join(f"`{n}`" for n in self.axes)
+        try:
+            return judge(flat_fn, leaves, bool(self.mask), self.function, names, closed, self.axes)
+        except BucketError as exc:
+            if exc.__cause__ is None or rows is None:
+                raise
+            real = [jax.ShapeDtypeStruct(tuple(rows if k == leaf.axis else d for k, d in enumerate(leaf.aval.shape)),
+                                         leaf.aval.dtype, weak_type=getattr(leaf.aval, "weak_type", False))
+                    for leaf in leaves]
+            try:
+                jax.make_jaxpr(flat_fn)(*real)
+            except Exception as own:
+                raise own from None
+            raise
+
+    def fits(self, rows: int, bucket: int) -> bool:
+        """Whether a call of ``rows`` rows may run in ``bucket``'s program (the front asks
+        before it pads): not a bucket kept exact, and every guard the function's traces
+        put on the count holds for it."""
+        if not self._sound or bucket in self.exact:
+            return False
+        if not self.guards:
+            return True
+        ok = self._fits.get(rows)
+        if ok is None:
+            ok = self._fits[rows] = all(g.holds(rows) for g in list(self.guards))
+        return ok

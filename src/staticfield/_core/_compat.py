@@ -62,6 +62,8 @@ FEATURES = {
                    "same programs (a mismatch hangs in the first collective)"),
     "fast_check": "",  # a faster construction check only: without it, isinstance does the work
     "bucket_lines": "sf.BucketError cannot name the source line of the operation that mixes rows",
+    "buckets": ("buckets= cannot see how a function uses its row count, so every bucketed call "
+                "runs at its exact size (a program per size, as plain jax.jit)"),
     "hit_path": ("a cache hit of sf.jit, and of Cls.method(obj, ...), runs one Python frame of "
                  "staticfield's before JAX (results are the same; calls are a little slower)"),
 }
@@ -89,6 +91,13 @@ PRIVATE: tuple[Private, ...] = (
     Private("trace_context_names", "jax._src.config", "trace_context_names", None, "store"),
     Private("initialize_lapack", "jax._src.lax.linalg", "initialize_lapack", (), "store"),
     Private("source_summary", "jax._src.source_info_util", "summarize", ("source_info",), "bucket_lines"),
+    # Shape buckets trace with a symbolic row count; every comparison and hash of it that
+    # the user's code makes is recorded (a guard), through these two methods.
+    Private("dim_expr", "jax._src.export.shape_poly", "_DimExpr", None, "buckets"),
+    Private("dim_expr_eq", "jax._src.export.shape_poly", "_DimExpr.__eq__", ("self", "other"), "buckets"),
+    Private("dim_expr_evaluate", "jax._src.export.shape_poly", "_DimExpr._evaluate", ("self", "env"), "buckets"),
+    # A bucket's program run with its callbacks rewired keeps each equation's source line.
+    Private("user_context", "jax._src.source_info_util", "user_context", None, "bucket_lines"),
     # sf.no_compiles(): every XLA compile of any JAX function passes through it, after
     # the trace and lowering, before XLA runs (the stance refuses there).
     Private("compile_or_get_cached", "jax._src.compiler", "compile_or_get_cached",

@@ -43,6 +43,7 @@ any key installed on V what it computes for V's base. The rules that keep it:
 from __future__ import annotations
 
 import dataclasses
+import gc
 import logging
 import operator
 import sys
@@ -195,6 +196,8 @@ class Deps:
             call_args = (traced, *args[1:])
             out = fn(*call_args, **kwargs)
             del call_args
+            if sys.getrefcount(traced) > before or any(sys.getrefcount(h) > c for (_, h), c in zip(nested, kept)):
+                gc.collect()  # a reference cycle the trace left (JAX keeps a caught error's frames) is no escape
             if sys.getrefcount(traced) > before:
                 trace.record(variant.tops, _ESCAPED)
             for (path, held), count in zip(nested, kept):

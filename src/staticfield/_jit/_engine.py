@@ -37,7 +37,7 @@ from .._core._spec import SPECS
 from .._core._state import flat
 from .._core._traceback import hide
 from .._store import Hooks, StoredJit, stored
-from .._buckets import BucketSpec
+from .._buckets import ROWS_KW, BucketSpec
 from ._tracker import (
     TRACKER_COUNTERS,
     UNSET,
@@ -459,7 +459,8 @@ class JitFunction(Programs):
         """The user's function while JAX traces it: described, budgeted, counted."""
         tracker = self.tracker
         try:
-            description = _describe.describe(self.names, args, kwargs, self.static_pos, self.static_names)
+            shown = kwargs if self.bucket_spec is None else {k: v for k, v in kwargs.items() if k != ROWS_KW}
+            description = _describe.describe(self.names, args, shown, self.static_pos, self.static_names)
         except Exception as exc:  # tracking must never break the user's call
             logger.warning("staticfield could not describe the arguments of %s (%s: %s); "
                                     "the call goes on", tracker.function, type(exc).__name__, exc)

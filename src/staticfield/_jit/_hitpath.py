@@ -195,7 +195,7 @@ def public_function(engine: Any) -> Callable[..., Any]:
             front = engine.front = engine.make_front(call, front_miss(fn, params, engine.front_miss, skip_self=False),
                                                      wrapped=True)
     if engine.bucket_spec is not None:  # buckets=: pad, this hit path, slice
-        call = engine.bucket_spec.front(_as_user(call, fn))
+        call = engine.bucket_spec.front(_as_user(call, fn), general_call(engine.prepare))
     wrapper = JitWrapper(front if front is not None else _as_user(call, fn))
     if front is not None:  # past FRONT_VARIANTS variants, calls take the Python path
         home = weakref.ref(wrapper)
