@@ -25,7 +25,7 @@ CALLBACKS = frozenset(("debug_callback", "debug_print", "pure_callback", "io_cal
 # Calls whose jaxpr the program that runs evaluates inline when it must hand a callback
 # inside them the real rows (``_run``); a value of the count passes into any call.
 INLINED = frozenset(("pjit", "jit", "closed_call", "core_call", "remat", "remat2", "checkpoint"))
-CALLS = INLINED | frozenset(("custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr", "custom_lin"))
+CALLS = INLINED | frozenset(("custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"))
 
 
 class Callback(NamedTuple):

@@ -18,7 +18,7 @@ from ._lattice import Counted, CountUsed, Mixing, Row, first_row, join, rows_of
 
 CUSTOM = frozenset(("custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"))
 CALLS = ("jit", "pjit", "closed_call", "core_call", "remat", "remat2", "checkpoint", "custom_jvp_call",
-         "custom_vjp_call", "custom_vjp_call_jaxpr", "custom_lin")
+         "custom_vjp_call", "custom_vjp_call_jaxpr")
 
 
 def _some_row(eqn: Any, states: list) -> Row:

@@ -182,7 +182,8 @@ def _derivatives(closed: Any, concrete: Any, leaves: list[Leaf], outs: list, len
         concrete_vjp = (cvjp, [*cavals, *(jax.ShapeDtypeStruct(tuple(couts[j].shape), couts[j].dtype)
                                           for j in float_outs)])
     guards: list[Guard] = []
-    if "custom_jvp_call" in custom:
+    if "custom_jvp_call" in custom and not custom.keys() & {"custom_vjp_call", "custom_vjp_call_jaxpr"}:
+        # (a custom_vjp has no forward mode: JAX differentiates it in reverse only, below)
         got = _ad_trace(jvp, [*avals, *(avals[i] for i in floats)], n, concrete_jvp, function, names, rule)
         if got is not None:
             ad, rec = got

@@ -100,10 +100,12 @@ def keyable(value: Any) -> Any:
         return (t, value.tobytes())
     if isinstance(value, tuple):
         return (t, tuple(keyable(v) for v in value))
+    # Iteration order is part of a static value: a trace that iterates {"a": 1, "b": 2} and one
+    # that iterates {"b": 2, "a": 1} compute in different orders, so they never share a key.
     if isinstance(value, frozenset):
-        return (frozenset, frozenset(keyable(v) for v in value))
+        return (frozenset, tuple(keyable(v) for v in value))
     if isinstance(value, FrozenDict):
-        return (FrozenDict, frozenset((keyable(k), keyable(v)) for k, v in value._d.items()))
+        return (FrozenDict, tuple((keyable(k), keyable(v)) for k, v in value._d.items()))
     if isinstance(value, (int, float, complex)):  # subclasses, e.g. IntEnum
         return (t, value)
     return _SafeEq(value)

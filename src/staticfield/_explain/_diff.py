@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import types
+from collections.abc import Mapping
 from typing import Any
 
 from ._describe import PASSING as _PASSING
@@ -46,6 +47,11 @@ _HINT_FUNCTION = (
     "a new function object with the same code (a lambda or closure made on each call) "
     "compares by identity; define it once and reuse it, e.g. at module level"
 )
+_HINT_ORDER = (
+    "the same items in another order: iteration order is part of a static value (a trace "
+    "that iterates it computes in that order), so each order compiles once; build it in one "
+    "order, e.g. sorted"
+)
 _HINT_IDENTITY = (
     "a new {type} with the same content compares by identity; reuse one instance, or "
     "give {type} value-based __eq__/__hash__ (e.g. decorate it with @sf.dataclass)"
@@ -61,8 +67,9 @@ class Change:
     trace context, ``path`` its name), ``"bucket"``; ``old``/``new`` are short strings.
     ``read`` says, for a ``deps="read"`` method, where it read this static
     (``"read at model.py:14"``); it is empty otherwise. A ``"bucket"`` change (``buckets=``)
-    is a new bucket: ``old`` and ``new`` are the earlier and new bucket sizes, ``rows`` the
-    row count of the call that needed it (``x.shape[0]: 37 → bucket 64 (was 32)``).
+    is a new bucket: ``old`` and ``new`` are the earlier and new bucket sizes (``exact 37``
+    for a program of one row count), ``rows`` the row count of the call that needed it
+    (``x.shape[0]: 37 → bucket 64 (was bucket 32)``, ``x.shape[0]: 0 → exact 0 (was bucket 4)``).
     """
 
     path: str
@@ -74,8 +81,9 @@ class Change:
     rows: str = ""  # "bucket": the row count of the call
 
     def __str__(self) -> str:
-        if self.kind == "bucket":
-            return f"{self.path}: {self.rows} → bucket {self.new} (was {self.old})"
+        if self.kind == "bucket":  # the program's size: a bucket, or exact (0 rows, "auto", a guard)
+            new, old = (v if v.startswith("exact") else f"bucket {v}" for v in (self.new, self.old))
+            return f"{self.path}: {self.rows} → {new} (was {old})"
         kind = f"{self.kind}; {self.read}" if self.read else self.kind
         text = f"{self.path}: {self.old} → {self.new} ({kind})"
         return f"{text}\n    {self.hint}" if self.hint else text
@@ -155,6 +163,8 @@ def _hint(old: Any, new: Any, path: str = "x") -> str:
         if old.__code__ is new.__code__:
             return _HINT_FUNCTION
         return ""
+    if isinstance(old, (frozenset, Mapping)) and _equal(old, new) and list(old) != list(new):
+        return _HINT_ORDER
     t = type(old)
     if t.__eq__ is object.__eq__ and t.__hash__ is object.__hash__:
         try:
@@ -164,6 +174,13 @@ def _hint(old: Any, new: Any, path: str = "x") -> str:
         if same:
             return _HINT_IDENTITY.format(type=t.__qualname__)
     return ""
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
 
 
 def _qualified(cls: type) -> str:
