@@ -364,23 +364,3 @@ def test_a_masked_log_likelihood_has_finite_gradients():
     want = jax.grad(lambda w: jnp.log(X @ w).sum())(W)
     assert np.isfinite(np.asarray(got)).all()
     same(got, want)
-
-
-# ----- static dicts: iteration order is part of the key --------------------------------------
-def test_static_dicts_in_another_order_do_not_share_a_program():
-    """{"a": 1, "b": 2} and {"b": 2, "a": 1} are different static values: a method that
-    iterates the dict computes in that order (they shared a program and returned [1, 2])."""
-    class Cfg(sf.Struct):
-        w: jax.Array
-        order: dict = sf.static()
-
-        @sf.jit_method
-        def values(self):
-            return jnp.stack([self.w * v for v in self.order.values()])
-
-    first = Cfg(jnp.ones(()), {"a": 1, "b": 2})
-    second = Cfg(jnp.ones(()), {"b": 2, "a": 1})
-    np.testing.assert_array_equal(first.values(), [1, 2])
-    np.testing.assert_array_equal(second.values(), [2, 1])
-    assert first != second and Cfg.values.compile_count == 2
-    assert "the same items in another order" in str(Cfg.values.recompiles[-1])

@@ -413,3 +413,42 @@ def test_frozendict_is_a_keyed_pytree():
     assert paths == ["['a']", "['b']"]
     doubled = jax.tree_util.tree_map(lambda v: v + 1, d)
     assert isinstance(doubled, sf.FrozenDict) and float(doubled["a"][0]) == 1.0
+
+
+def test_static_dicts_in_another_order_do_not_share_a_program():
+    """{"a": 1, "b": 2} and {"b": 2, "a": 1} are different static values: a method that
+    iterates the dict computes in that order (they shared a program and returned [1, 2])."""
+    class Cfg(sf.Struct):
+        w: jax.Array
+        order: dict = sf.static()
+
+        @sf.jit_method
+        def values(self):
+            return jnp.stack([self.w * v for v in self.order.values()])
+
+    first = Cfg(jnp.ones(()), {"a": 1, "b": 2})
+    second = Cfg(jnp.ones(()), {"b": 2, "a": 1})
+    np.testing.assert_array_equal(first.values(), [1, 2])
+    np.testing.assert_array_equal(second.values(), [2, 1])
+    assert first != second and Cfg.values.compile_count == 2
+    assert "the same items in another order" in str(Cfg.values.recompiles[-1])
+
+
+class Tags(sf.Struct):
+    w: jax.Array
+    tags: frozenset = sf.static()
+
+
+def test_equal_static_sets_iterate_alike_however_built_copied_or_unpickled():
+    """A static set is frozen in one canonical order: equal sets built in any order, and an
+    instance's copy, deepcopy and unpickled copy, iterate alike and compare equal (iteration
+    order being part of a static value, they share one program)."""
+    import copy
+    import pickle
+
+    items = [f"t{i}" for i in range(40)] + list(range(-20, 20))
+    a = Tags(jnp.ones(()), set(items))
+    b = Tags(jnp.ones(()), set(reversed(items)))
+    assert list(a.tags) == list(b.tags) and a == b and hash(a) == hash(b)
+    for c in (copy.copy(a), copy.deepcopy(a), pickle.loads(pickle.dumps(a))):
+        assert list(c.tags) == list(a.tags) and c == a and hash(c) == hash(a)

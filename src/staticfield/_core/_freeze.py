@@ -2,7 +2,7 @@
 break JAX's cache.
 
 ``freeze`` runs on construction: it makes a static value immutable (list→tuple,
-set→frozenset, dict→FrozenDict, ndarray→read-only copy) and refuses values that
+set→frozenset (built in a canonical order, so equal sets iterate alike), dict→FrozenDict, ndarray→read-only copy) and refuses values that
 would break JAX's cache (jax arrays and tracers at any depth, bound methods of
 array-holding objects, unhashable objects).
 """
@@ -86,7 +86,7 @@ def _freeze(value: Any, where: str, field: str) -> Any:
             return t(*items)
         return tuple(items)
     if isinstance(value, (set, frozenset)):
-        return frozenset(_freeze(v, f"{where}{{…}}", field) for v in value)
+        return _canonical(_freeze(v, f"{where}{{…}}", field) for v in value)
     if isinstance(value, Mapping):
         out = {}
         for k, v in value.items():
@@ -102,6 +102,22 @@ def _freeze(value: Any, where: str, field: str) -> Any:
             _errors.UNHASHABLE_STATIC.format(where=where, type=t.__name__, field=field, mixed=mixed)
         ) from None
     return value
+
+
+def _order(v: Any) -> tuple:
+    return type(v).__module__, type(v).__qualname__, repr(v)
+
+
+def _canonical(items: Any) -> frozenset:
+    """A frozenset built in one canonical order, so that equal sets a static holds iterate
+    alike (iteration order is part of a static value: ``_keys.keyable``), however they were
+    built, copied or unpickled."""
+    items = list(items)
+    try:
+        items.sort(key=_order)
+    except Exception:  # a repr that raises: the order the set gave
+        pass
+    return frozenset(items)
 
 
 def _refuse_array(value: Any, where: str, field: str) -> None:
