@@ -378,6 +378,20 @@ def buckets_row_axis_sharded():
 
 
 @check
+def buckets_zero_rows_sharded():
+    """A batch of 0 rows sharded on its row axis over 8 devices runs its exact 0-row program,
+    as plain jax.jit does (it raised JAX's IndivisibleError)."""
+    mesh = jax.sharding.Mesh(np.array(jax.devices()), ("data",))
+    w = np.ones((4, 3), np.float32)
+    f = sf.jit(lambda x, w: jnp.tanh(x @ w), buckets={"x": 0})
+    xs = jax.device_put(np.zeros((0, 4), np.float32), NamedSharding(mesh, P("data")))
+    out = f(xs, w)
+    assert out.shape == (0, 3), out.shape
+    assert f.buckets() == {0: {"calls": 1, "rows": 0, "padded": 0}}, f.buckets()
+    return str(out.shape)
+
+
+@check
 def recompile_names_an_auto_axis_sharding():
     """A field sharded P(None, "model") on a mesh with Auto axes: sf.Recompile names that
     spec (a tracer's aval drops Auto axes: it read P(None, None)), on every call form."""

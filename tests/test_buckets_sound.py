@@ -364,3 +364,19 @@ def test_a_masked_log_likelihood_has_finite_gradients():
     want = jax.grad(lambda w: jnp.log(X @ w).sum())(W)
     assert np.isfinite(np.asarray(got)).all()
     same(got, want)
+
+
+# ----- warn_compiles: a bucket size's program is no recompile ------------------------------
+def test_new_bucket_sizes_do_not_count_toward_the_compile_warning(recwarn):
+    """A bucketed function compiling its pow2 sizes for 1..1000 warns nothing (it warned
+    "compiled 10 times"); a static changing every call still warns, giving both numbers."""
+    f = sf.jit(lambda x: jnp.tanh(x), buckets={"x": 0})
+    for n in range(1, 1001, 7):
+        f(np.ones((n, 2), np.float32))
+    assert f.compile_count == 10
+    assert not [w for w in recwarn if issubclass(w.category, sf.StaticFieldWarning)]
+    g = sf.jit(lambda x, s: jnp.tanh(x) * s, buckets={"x": 0}, static_argnames="s", warn_compiles=3)
+    with pytest.warns(sf.StaticFieldWarning, match=r"has compiled 3 times \(5 with new buckets\)"):
+        for s in range(3):
+            g(np.ones((3, 2), np.float32), s=float(s))
+            g(np.ones((5, 2), np.float32), s=float(s))

@@ -374,6 +374,11 @@ def test_8dev_buckets_keep_the_row_axis_divisible_by_the_mesh(eight):
     _passed(eight, "buckets_row_axis_sharded")
 
 
+def test_8dev_buckets_run_zero_rows_sharded_over_8_devices(eight):
+    """0 rows sharded over 8 devices run the exact 0-row program (JAX's IndivisibleError before)."""
+    _passed(eight, "buckets_zero_rows_sharded")
+
+
 def test_8dev_data_parallel_step_compiles_once(eight):
     """The jitted data-parallel step traces once across steps (and sf.jit counts one compile)."""
     _passed(eight, "data_parallel_compiles_once")

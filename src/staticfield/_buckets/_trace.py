@@ -97,6 +97,7 @@ class Traced:
         self._fits: dict[int, bool] = {}
         self.needs_count = False  # a program's callback takes rows: calls pass ROWS_KW
         self._sound = available()  # else every call runs at its exact size
+        self._sizes_seen: set = set()  # (non-row key, bucket) of the programs made (warn_compiles)
 
     def body(self, fn: Callable) -> Callable:
         """What JAX traces in place of ``fn`` (see the module docstring)."""
@@ -155,6 +156,10 @@ class Traced:
         if state is not None:
             state.program = verdict
         self._local.last_verdict = (verdict, why is None)  # for the program store's record of it
+        with self._lock:  # another bucket size of statics and shapes already compiled
+            self._local.new_bucket = (key, bucket) not in self._sizes_seen and \
+                any(seen == key for seen, _ in self._sizes_seen)
+            self._sizes_seen.add((key, bucket))
         return Rows(out_tree.unflatten(flat_out), verdict.outputs)
 
     def _flatten(self, args: tuple, kwargs: dict) -> tuple[Callable, list, list[Leaf], Any]:
@@ -251,6 +256,13 @@ class Traced:
             except Exception as own:
                 raise own from None
             raise
+
+    def took_new_bucket(self) -> bool:
+        """Whether the program traced last on this thread is another bucket size of statics and
+        other shapes already compiled (``warn_compiles`` does not count it)."""
+        new = getattr(self._local, "new_bucket", False)
+        self._local.new_bucket = False
+        return new
 
     def fits(self, rows: int, bucket: int) -> bool:
         """Whether a call of ``rows`` rows may run in ``bucket``'s program (the front asks

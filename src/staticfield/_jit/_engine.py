@@ -489,6 +489,8 @@ class JitFunction(Programs):
             tracker.abort(ticket)
             add_hint(exc, self.names, args, kwargs)
             raise
+        if self.bucket_spec is not None:  # a bucket size's first program: no warn_compiles count
+            ticket.new_bucket = self.bucket_spec.took_new_bucket()
         if deferred is not None:  # the program store counts it: a load or a compile
             deferred.append(ticket)
         else:

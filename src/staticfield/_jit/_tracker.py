@@ -92,13 +92,14 @@ class Ticket:
     event: Recompile | None
     cls: type | None = None
     annotate: Callable[[Recompile], Recompile] | None = None
+    new_bucket: bool = False  # buckets=: the first program of its bucket size for its other shapes and statics
 
 
 class Tracker:
     """Counters, budget and explanation history of one jitted function."""
 
     __slots__ = ("__dict__", "function", "_lock", "_history", "_by_structure", "_pending", "_live_base",
-                 "_live_programs")
+                 "_live_programs", "_warned")
 
     compile_count: int
     load_count: int
@@ -115,6 +116,7 @@ class Tracker:
         self.recompiles = []
         self.max_compiles = max_compiles
         self.warn_compiles = warn_compiles
+        self._warned = 0  # the compiles warn_compiles counts: all but a bucket size's first
         self._lock = threading.Lock()
         self._history: collections.deque = collections.deque(maxlen=HISTORY)
         self._by_structure: dict[tuple, collections.deque] = {}
@@ -179,7 +181,9 @@ class Tracker:
                                             cls=ticket.cls.__qualname__ if ticket.cls is not None else "")
                 self.recompiles.append(event)
             self._remember(ticket.description)
-            warn = self._threshold_reached(n)
+            if not ticket.new_bucket:
+                self._warned += 1
+            warn = not ticket.new_bucket and self._threshold_reached(self._warned)
         if event is not None and n > 1:
             if jax.config.jax_explain_cache_misses and any(c.kind in _NEW_VARIANT for c in event.changes):
                 # JAX's own line for a new static variant says "never seen function".
@@ -189,7 +193,7 @@ class Tracker:
         else:
             logger.debug("%s compiled for the first time", self.function)
         if warn:  # not guarded: a user who made warnings errors gets the error
-            self._warn(n, event, ticket.location)
+            self._warn(self._warned, n, event, ticket.location)
 
     def abort(self, ticket: Ticket) -> None:
         """A trace that raised: neither counted nor remembered."""
@@ -254,11 +258,12 @@ class Tracker:
         first = self.warn_compiles
         return first is not None and n in (first, 10 * first, 100 * first)
 
-    def _warn(self, n: int, event: Recompile | None, location: str) -> None:
+    def _warn(self, counted: int, n: int, event: Recompile | None, location: str) -> None:
         latest = f"\nLatest: {event}" if event is not None else ""
         where = f" (called at {location})" if location else ""
+        buckets = f" ({n} with new buckets)" if n != counted else ""
         message = (
-            f"{self.function} has compiled {n} times{where}. Each compile costs a trace "
+            f"{self.function} has compiled {counted} times{buckets}{where}. Each compile costs a trace "
             f"and an XLA compile; see .recompiles for why.{latest}\nSet warn_compiles=None "
             "on the decorator (or STATICFIELD_WARN_COMPILES=0) to silence this."
         )
