@@ -94,7 +94,7 @@ def test_a_new_bucket_is_a_bucket_change():
     [event] = f.recompiles
     [change] = event.changes
     assert (change.path, change.kind, change.old, change.new) == ("x.shape[0]", "bucket", "4", "64")
-    assert str(change) == "x.shape[0]: 37 → bucket 64 (was 4)"
+    assert str(change) == "x.shape[0]: 37 → bucket 64 (was bucket 4)"
 
 
 def test_device_arrays_pad_without_compiling_the_users_function():
@@ -356,7 +356,7 @@ def test_jit_method_with_an_instance_holding_the_batch():
         np.testing.assert_allclose(m.apply(b), want, rtol=1e-5, atol=1e-5)
     assert Model.apply.compile_count - before == 2
     assert {8: {"calls": 3, "rows": 18, "padded": 6}}.items() <= Model.apply.buckets().items()
-    assert str(Model.apply.recompiles[-1].changes[0]) == "batch.*.shape[0]: 5 → bucket 8 (was 4)"
+    assert str(Model.apply.recompiles[-1].changes[0]) == "batch.*.shape[0]: 5 → bucket 8 (was bucket 4)"
 
 
 def test_static_argnames_and_keyword_bucketed_arguments():

@@ -135,4 +135,4 @@ def test_serving_buckets(capsys: pytest.CaptureFixture[str]):
     assert result["compile_count"] == len(buckets) == 9 < len(set(result["sizes"]))
     assert set(result["buckets"]) == buckets
     assert all(c.kind == "bucket" for e in result["recompiles"] for c in e.changes)
-    assert "x.shape[0]: 236 → bucket 256 (was 64)" in printed
+    assert "x.shape[0]: 236 → bucket 256 (was bucket 64)" in printed

@@ -5,12 +5,12 @@ and returns its outputs' states, or raises ``Mixing`` saying why in a few words 
 over the rows"). Shapes are symbolic: the row axis is where a shape has the row count
 ``n`` itself. Families: elementwise operations (the row axis stays put; ``zero_of`` says
 whether a value zero on the pad rows stays so); shape operations (``broadcast_in_dim``,
-``reshape``, ``transpose``, ``squeeze``, ``rev``, ``slice``, ``pad``, ``concatenate``...);
+``reshape``, ``transpose``, ``squeeze``, ``rev``, ``pad``, ``concatenate``, ``stack``...);
 contractions (``dot_general`` with the row axis free or a batch dimension of both sides,
 ``conv_general_dilated`` with the rows as its batch; a contraction over the rows of a
 value zero on the pad rows, as in a gradient, sums the real rows only); reductions and
-cumulative operations over other axes; ``gather``/``scatter`` (row-wise lookups and
-updates); random numbers per row. Calls, loops and branches are ``_control``'s.
+cumulative operations over other axes; random numbers per row. Slices, gathers and
+scatters are ``_indexing``'s; calls, loops and branches ``_control``'s.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ._lattice import Known, Mixing, Row, first_row, is_zero, merge, rows_of, shape
+from ._indexing import RULES as INDEXING
 from ._symbolic import is_n, is_symbolic
 
 Rule = Callable[[Any, Any, list], list]
@@ -180,34 +181,6 @@ def top_k(a: Any, eqn: Any, states: list) -> list:
     return [row._replace(zero=False)] * len(eqn.outvars)
 
 
-def slice_(a: Any, eqn: Any, states: list) -> list:
-    row = states[0]
-    k = row.axis
-    strides = eqn.params.get("strides") or (1,) * len(shape(eqn.invars[0]))
-    if eqn.params["start_indices"][k] != 0 or not is_n(eqn.params["limit_indices"][k]) or strides[k] != 1:
-        raise Mixing(eqn, "slices along the rows (x[:n] or x[1:] picks rows by position)", row)
-    return [row]
-
-
-def dynamic_slice(a: Any, eqn: Any, states: list) -> list:
-    row = states[0]
-    if not isinstance(row, Row) or any(isinstance(s, Row) for s in states[1:]):
-        raise Mixing(eqn, "slices at a position computed from the rows", first_row(eqn, states))
-    if not is_n(eqn.params["slice_sizes"][row.axis]):
-        raise Mixing(eqn, "slices along the rows (picks rows by position)", row)
-    return [row]
-
-
-def dynamic_update_slice(a: Any, eqn: Any, states: list) -> list:
-    if any(isinstance(s, Row) for s in states[2:]):
-        raise Mixing(eqn, "updates at a position computed from the rows", first_row(eqn, states))
-    axis = _one_axis(eqn, states[:2])
-    if not (isinstance(states[0], Row) and isinstance(states[1], Row)) or \
-            not is_n(shape(eqn.invars[1])[axis]):
-        raise Mixing(eqn, "updates some rows by position", first_row(eqn, states))
-    return [merge(_rows(states[:2]), axis, states[0].zero and states[1].zero)]
-
-
 def pad(a: Any, eqn: Any, states: list) -> list:
     row = states[0]
     if not isinstance(row, Row):
@@ -246,67 +219,6 @@ def conv(a: Any, eqn: Any, states: list) -> list:
             or dn is None or lhs.axis != dn.lhs_spec[0]:
         raise Mixing(eqn, "convolves across the rows", first_row(eqn, states))
     return [lhs._replace(axis=dn.out_spec[0])]
-
-
-def gather(a: Any, eqn: Any, states: list) -> list:
-    op, idx = states
-    dn = eqn.params["dimension_numbers"]
-    out_rank = len(shape(eqn.outvars[0]))
-    batch_out = [d for d in range(out_rank) if d not in dn.offset_dims]
-    if isinstance(op, Row) and not isinstance(idx, Row):
-        k = op.axis
-        kept = [d for d in range(len(shape(eqn.invars[0])))
-                if d not in dn.collapsed_slice_dims and d not in getattr(dn, "operand_batching_dims", ())]
-        if k in kept and k not in dn.start_index_map and is_n(eqn.params["slice_sizes"][k]):
-            return [op._replace(axis=dn.offset_dims[kept.index(k)])]
-        raise Mixing(eqn, "gathers rows by index (x[i] picks rows by position)", op)
-    if isinstance(idx, Row):
-        ivd = len(shape(eqn.invars[1])) - 1  # jnp's gathers put the index vector last
-        k = idx.axis
-        if k == ivd:
-            raise Mixing(eqn, "gathers with indices along the rows' axis", idx)
-        pos = [d for d in range(len(shape(eqn.invars[1]))) if d != ivd].index(k)
-        if isinstance(op, Row):  # per-row lookup: both batched on the rows
-            obd = list(getattr(dn, "operand_batching_dims", ()))
-            ibd = list(getattr(dn, "start_indices_batching_dims", ()))
-            if op.axis in obd and k in ibd and obd.index(op.axis) == ibd.index(k):
-                return [merge([op, idx], batch_out[pos], op.zero)]
-            raise Mixing(eqn, "gathers rows by index (x[i] picks rows by position)", op)
-        return [idx._replace(axis=batch_out[pos], zero=False)]  # a table lookup per row
-    raise Mixing(eqn, "gathers", first_row(eqn, states))
-
-
-def scatter(a: Any, eqn: Any, states: list) -> list:
-    """``x.at[:, j].set(v)``: an update of whole rows' windows, at positions not on the rows."""
-    op, idx, upd = states[:3]
-    dn = eqn.params["dimension_numbers"]
-    if isinstance(idx, Row) and len(states) == 3:  # a per-row scatter: every side batched on the rows
-        obd = list(getattr(dn, "operand_batching_dims", ()))
-        ibd = list(getattr(dn, "scatter_indices_batching_dims", ()))
-        ivd = len(shape(eqn.invars[1])) - 1
-        pos = [d for d in range(len(shape(eqn.invars[1]))) if d != ivd].index(idx.axis) if idx.axis != ivd else -1
-        scatter_dims = [d for d in range(len(shape(eqn.invars[2]))) if d not in dn.update_window_dims]
-        if isinstance(op, Row) and op.axis in obd and idx.axis in ibd and \
-                obd.index(op.axis) == ibd.index(idx.axis) and isinstance(upd, Row) and 0 <= pos < len(scatter_dims) \
-                and upd.axis == scatter_dims[pos]:
-            return [merge([op, upd], op.axis, is_zero(eqn.invars[0], op) and is_zero(eqn.invars[2], upd))]
-    if isinstance(idx, Row) or len(states) != 3:
-        raise Mixing(eqn, "scatters to positions computed from the rows", first_row(eqn, states))
-    rank = len(shape(eqn.invars[0]))
-    batching = getattr(dn, "operand_batching_dims", ())
-    kept = [d for d in range(rank) if d not in dn.inserted_window_dims and d not in batching]
-    k = op.axis if isinstance(op, Row) else None
-    if k is None:  # rows only in the updates: find the operand axis their row axis fills
-        k = next((d for j, d in enumerate(kept) if dn.update_window_dims[j] == upd.axis), None)
-    if k is None or k not in kept or k in dn.scatter_dims_to_operand_dims:
-        raise Mixing(eqn, "scatters into rows by position (x.at[i] writes chosen rows)", first_row(eqn, states))
-    window = dn.update_window_dims[kept.index(k)]
-    if not is_n(shape(eqn.invars[2])[window]) or not is_n(shape(eqn.invars[0])[k]):
-        raise Mixing(eqn, "scatters into some rows by position", first_row(eqn, states))
-    if isinstance(upd, Row) and upd.axis != window:
-        raise Mixing(eqn, "scatters rows into other rows", upd)
-    zero = is_zero(eqn.invars[0], op) and is_zero(eqn.invars[2], upd)
-    return [merge(_rows([op, upd]), k, zero)]
 
 
 def stack(a: Any, eqn: Any, states: list) -> list:
@@ -356,14 +268,11 @@ RULES.update({name: along("axis", "accumulates") for name in CUMULATIVE})
 RULES.update({name: linalg for name in LINALG})
 RULES.update({
     "broadcast_in_dim": broadcast_in_dim, "reshape": reshape, "transpose": transpose,
-    "squeeze": squeeze, "rev": rev, "top_k": top_k, "slice": slice_, "pad": pad,
-    "dynamic_slice": dynamic_slice, "dynamic_update_slice": dynamic_update_slice,
-    "dot_general": dot_general, "conv_general_dilated": conv, "gather": gather,
+    "squeeze": squeeze, "rev": rev, "top_k": top_k, "pad": pad,
+    "dot_general": dot_general, "conv_general_dilated": conv,
     "sort": along("dimension", "sorts"), "concatenate": along("dimension", "concatenates"),
-    "split": along("axis", "splits"), "optimization_barrier": identity,
-    "scatter": scatter, "scatter-add": scatter, "scatter_add": scatter,
-    "scatter-mul": scatter, "scatter_mul": scatter, "scatter-min": scatter, "scatter_min": scatter,
-    "scatter-max": scatter, "scatter_max": scatter, "random_bits": random_leading,
+    "split": along("axis", "splits"), "optimization_barrier": identity, "random_bits": random_leading,
     "random_split": random_leading, "random_wrap": random_leading, "random_unwrap": random_leading,
     "random_seed": random_leading, "stack": stack, "tile": tile,
 })
+RULES.update(INDEXING)

@@ -107,7 +107,7 @@ def _install() -> None:
         if _installed:
             return
         cls = _compat.get("dim_expr")
-        eq, ne, hash_ = cls.__eq__, cls.__ne__, cls.__hash__
+        eq, hash_ = cls.__eq__, cls.__hash__
 
         def record(self: Any, other: Any, answer: bool, frame: Any) -> None:
             rec = getattr(_LOCAL, "recorder", None)

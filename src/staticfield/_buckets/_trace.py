@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import os
-import threading
 from typing import Any, Callable
 
 import jax

@@ -26,7 +26,7 @@ import numpy as np
 from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 
 from .._core import _compat
-from ._analysis import Analysis, Callback
+from ._analysis import Analysis
 from ._control import RULES as CONTROL_RULES
 from ._errors import (COUNT_USED, HASHED, MIXES_ROWS, NEEDS_COUNT, NO_ROW_OUTPUT, OUTPUT_PAIRS, RULE_GRADIENT,
                       RULE_UNTRACEABLE, BucketError, output_name)
