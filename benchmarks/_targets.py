@@ -152,6 +152,11 @@ def evaluate(results: Results) -> list[Target]:
     plus = None if None in (raw_hit, pad, cut) else raw_hit + pad + cut  # type: ignore[operator]
     out.append(Target("buckets: device-batch hit / (jax.jit hit of the bucket + one pad + one slice)", 1.0, True,
                       _ratio(hit, plus), _why((buckets.OURS_DEV, hit), (buckets.RAW_HIT, raw_hit))))
+    for ours_name, raw_name, what in ((buckets.FIRST_OURS, buckets.FIRST_RAW, "the first call ever"),
+                                      (buckets.NEXT_OURS, buckets.NEXT_RAW, "a new bucket's first call")):
+        ours, raw = g(buckets.FIRST, "", ours_name), g(buckets.FIRST, "", raw_name)
+        out.append(Target(f"buckets: {what} / jax.jit's first call of the bucket's shape", 1.3, True,
+                          _ratio(ours, raw), _why((ours_name, ours), (raw_name, raw))))
     for param in sorted({row.param for row in results.select(warmup.WARMUP)}) or ["64 layers, 8 programs"]:
         one, two = g(warmup.WARMUP, param, warmup.ONE), g(warmup.WARMUP, param, warmup.TWO)
         out.append(Target(f"sf.warmup with the records only ({param}): workers=2 / workers=1", 0.7, True,

@@ -10,11 +10,18 @@ the padding waste (rows added / real rows) go to ``extra``.
 jitted call with 64 rows (the bucket's shape), and the pad and slice programs alone:
 the goal is at most one pad and one slice more than the plain call. Both for a NumPy
 batch (padded on the host) and a device batch (padded by the pad program).
+
+11c (``buckets_first``): the first call of a new bucket against plain ``jax.jit``'s first
+call of the bucket's shape (a fresh function each time, median of a few): the function's
+first call ever (37 rows: the row analysis's symbolic trace, the bucket's trace, its
+compile) and a new bucket of a function already analysed (100 rows: bucket 128). Goal
+≤1.3x, the analysis included.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -34,6 +41,11 @@ OURS_NP = "bucketed hit, NumPy batch of 37 rows"
 OURS_DEV = "bucketed hit, device batch of 37 rows"
 RAW_HIT = "jax.jit hit, 64 rows (the bucket's shape)"
 PAD = "pad program alone (37 → 64 rows)"
+FIRST = "buckets_first"
+FIRST_OURS = "first call ever, 37 rows (bucket 64, the analysis included)"
+NEXT_OURS = "first call of a new bucket, 100 rows (bucket 128)"
+FIRST_RAW = "jax.jit first call, 64 rows"
+NEXT_RAW = "jax.jit first call, 128 rows"
 SLICE = "slice program alone (64 → 37 rows)"
 D_IN, D_HIDDEN, D_OUT = 64, 128, 16
 
@@ -98,3 +110,30 @@ def run(cfg: Config, results: Results) -> None:
         Contender(SLICE, lambda: _pad.slice_rows([out64], ((0, 37),)), "baseline"),
     ]
     results.add(HIT, "", measure(contenders, cfg, results), kinds(contenders))
+    _first_calls(cfg, results, w1, w2)
+
+
+def _first_calls(cfg: Config, results: Results, w1: jax.Array, w2: jax.Array) -> None:
+    """11c: a new bucket's first call against plain jax.jit's first call of that shape."""
+    rng = np.random.RandomState(1)
+    x37, x100 = rng.randn(37, D_IN).astype(np.float32), rng.randn(100, D_IN).astype(np.float32)
+    x64, x128 = rng.randn(64, D_IN).astype(np.float32), rng.randn(128, D_IN).astype(np.float32)
+    times: dict[str, list[float]] = {FIRST_OURS: [], NEXT_OURS: [], FIRST_RAW: [], NEXT_RAW: []}
+
+    def timed(call: Any) -> float:
+        t0 = time.perf_counter_ns()
+        call().block_until_ready()
+        return (time.perf_counter_ns() - t0) / 1e3
+
+    for _ in range(3 if cfg.smoke else 7):
+        ours = sf.jit(_fresh(), buckets={"x": 0}, warn_compiles=None)
+        raw = jax.jit(_fresh())
+        times[FIRST_RAW].append(timed(lambda: raw(x64, w1, w2)))
+        times[FIRST_OURS].append(timed(lambda: ours(x37, w1, w2)))
+        times[NEXT_RAW].append(timed(lambda: raw(x128, w1, w2)))
+        times[NEXT_OURS].append(timed(lambda: ours(x100, w1, w2)))
+    medians = {k: float(np.median(v)) for k, v in times.items()}
+    results.add(FIRST, "", medians, {FIRST_OURS: "ours", NEXT_OURS: "ours", FIRST_RAW: "baseline",
+                                     NEXT_RAW: "baseline"})
+    print(f"  first call: ours {medians[FIRST_OURS] / 1e3:.1f} ms vs jax.jit {medians[FIRST_RAW] / 1e3:.1f} ms; "
+          f"a new bucket: {medians[NEXT_OURS] / 1e3:.1f} ms vs {medians[NEXT_RAW] / 1e3:.1f} ms", flush=True)

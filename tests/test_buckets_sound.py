@@ -380,3 +380,14 @@ def test_new_bucket_sizes_do_not_count_toward_the_compile_warning(recwarn):
         for s in range(3):
             g(np.ones((3, 2), np.float32), s=float(s))
             g(np.ones((5, 2), np.float32), s=float(s))
+
+
+def test_an_exact_program_is_explained_as_exact():
+    """`"auto"`'s exact program reads `exact 37` (it read `bucket 37`), here and as what a
+    later bucket's compile was compared with."""
+    f = sf.jit(lambda x: x * 2, buckets={"x": 0}, bucket_sizes="auto")
+    f(np.ones((37, 2), np.float32))
+    f(np.ones((40, 2), np.float32))
+    assert str(f.recompiles[-1].changes[0]) == "x.shape[0]: 40 → bucket 64 (was exact 37)"
+    f(np.zeros((0, 2), np.float32))
+    assert str(f.recompiles[-1].changes[0]) == "x.shape[0]: 0 → exact 0 (was bucket 64)"

@@ -16,7 +16,7 @@ program that runs can hand them the real rows only (``_run``).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from ._lattice import (Counted, CountUsed, Known, Mixed, Mixing, Row, first_row, is_literal, literal, n_axes, shape,
                        symbolic)
@@ -39,8 +39,9 @@ class Callback(NamedTuple):
 class Analysis:
     """One walk over a jaxpr and the jaxprs inside it (see the module docstring)."""
 
-    def __init__(self, rules: dict, control: frozenset, lenient: bool) -> None:
-        self.rules, self.control, self.lenient = rules, control, lenient
+    def __init__(self, rules: dict, control: frozenset, lenient: bool,
+                 elementwise: Callable[[Any], bool] = lambda primitive: False) -> None:
+        self.rules, self.control, self.lenient, self.elementwise = rules, control, lenient, elementwise
         self.callbacks: list[Callback] = []
         self.enclosing: list[Any] = []  # the equations whose jaxprs the walk is inside
         self.custom: dict[str, set] = {}  # custom derivative primitives met: their rules' names
@@ -87,6 +88,8 @@ class Analysis:
                 outs = [Mixed(mixed[0].origin)] * len(eqn.outvars)
             else:
                 rule = self.rules.get(name)
+                if rule is None and self.elementwise(eqn.primitive):
+                    rule = self.rules["add"]  # JAX's own classification: elementwise
                 if rule is None:
                     raise Mixing(eqn, "has no row rule (staticfield cannot prove it row-wise)",
                                  first_row(eqn, states))

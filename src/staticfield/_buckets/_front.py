@@ -137,7 +137,7 @@ class BucketSpec(Arguments, Traced, Reports, Recorded, Ahead):
             if len(args) > only_pos >= 0:
                 x = args[only_pos]
                 if (x.__class__ is np.ndarray and x.dtype.kind != "V") or (
-                        x.__class__ is _ARRAY and x.sharding.num_devices == 1 and not _pad.is_key(x)):
+                        x.__class__ is _ARRAY and x.sharding.num_devices == 1):
                     return single(x, args, kwargs)
             parts, rows = spec._parts(args, kwargs, plain)
             if rows is None:

@@ -104,6 +104,7 @@ class Reports:
     static_names: frozenset
     _local: Any
     _leaves: Callable
+    _exact_sizes: set
 
     def _check(self, given: tuple, result: Any, state: Any) -> None:
         """``STATICFIELD_CHECK_BUCKETS=1``: the reference call, outputs and gradients compared."""
@@ -252,12 +253,14 @@ class Reports:
 
     def _size(self, size: int, state: Any) -> str:
         """A program's size as the explanation says it: ``64``, or ``exact 37`` for a
-        program of one row count (0 rows, ``"auto"``'s exact size, a size kept exact)."""
-        if state is not None:
-            exact = state.rows == state.bucket and (
-                state.rows == 0 or self.sizes.exact(state.rows) or self.sizes.choose(state.rows, str) != state.rows)
-            return f"exact {size}" if exact else str(size)
-        return str(size)
+        program of one row count (0 rows, ``"auto"``'s exact size, a count a guard keeps
+        out of its bucket); ``state``: the call being traced (else an earlier program's)."""
+        exact = self.exact_program(state.rows, state.bucket) if state is not None else size in self._exact_sizes
+        return f"exact {size}" if exact else str(size)
+
+    def exact_program(self, rows: int, bucket: int) -> bool:
+        """Whether a call of ``rows`` run in ``bucket`` runs a program of its own count only."""
+        return rows == bucket and (rows == 0 or self.sizes.exact(rows) or self.sizes.choose(rows, str) != rows)
 
     def annotate(self, event: Recompile) -> Recompile:
         changes = self.explain(event.changes)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ._lattice import Known, Mixing, Row, first_row, is_zero, merge, rows_of, shape
+from .._core import _compat
 from ._indexing import RULES as INDEXING
 from ._symbolic import is_n, is_symbolic
 
@@ -260,6 +261,17 @@ def linalg(a: Any, eqn: Any, states: list) -> list:
     if axis >= rank - core:
         raise Mixing(eqn, "solves or factors a matrix whose rows are the batch's rows", first_row(eqn, states))
     return [merge(_rows(states), axis, False)] * len(eqn.outvars)
+
+
+def elementwise_in_jax(primitive: Any) -> bool:
+    """Whether JAX batches ``primitive`` as an elementwise operation (its own vectorized or
+    broadcasting batcher): the rule for a primitive with no rule here (a new one)."""
+    batchers = _compat.get("primitive_batchers")
+    if batchers is None:
+        return False
+    rule = batchers.get(primitive)
+    kinds = (_compat.get("broadcast_batcher"), _compat.get("vectorized_batcher"))
+    return getattr(rule, "func", None) in kinds and getattr(rule, "args", ())[:1] == (primitive,)
 
 
 RULES: dict[str, Rule] = {name: elementwise for name in ELEMENTWISE}

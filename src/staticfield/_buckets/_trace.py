@@ -88,6 +88,7 @@ class Traced:
     _lock: Any
     _leaves: Callable
     _found: Callable
+    exact_program: Callable
 
     def _init_traced(self) -> None:
         self._verdicts: dict[Any, Verdict] = {}
@@ -97,6 +98,7 @@ class Traced:
         self.needs_count = False  # a program's callback takes rows: calls pass ROWS_KW
         self._sound = available()  # else every call runs at its exact size
         self._sizes_seen: set = set()  # (non-row key, bucket) of the programs made (warn_compiles)
+        self._exact_sizes: set = set()  # sizes of programs made for one row count (explanations)
 
     def body(self, fn: Callable) -> Callable:
         """What JAX traces in place of ``fn`` (see the module docstring)."""
@@ -155,6 +157,8 @@ class Traced:
         if state is not None:
             state.program = verdict
         self._local.last_verdict = (verdict, why is None)  # for the program store's record of it
+        if self.exact_program(rows, bucket):
+            self._exact_sizes.add(bucket)
         with self._lock:  # another bucket size of statics and shapes already compiled
             self._local.new_bucket = (key, bucket) not in self._sizes_seen and \
                 any(seen == key for seen, _ in self._sizes_seen)

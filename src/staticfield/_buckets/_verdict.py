@@ -32,6 +32,7 @@ from ._errors import (COUNT_USED, HASHED, MIXES_ROWS, NEEDS_COUNT, NO_ROW_OUTPUT
                       RULE_UNTRACEABLE, BucketError, output_name)
 from ._lattice import Counted, CountUsed, Mixed, Mixing, Row, n_axes, shape, symbolic
 from ._rules import RULES as ROW_RULES
+from ._rules import elementwise_in_jax
 from ._symbolic import NAME, Guard, symbol, trace, user_line
 
 RULES = {**ROW_RULES, **CONTROL_RULES}
@@ -78,7 +79,7 @@ def judge(fn: Callable[..., Any], leaves: list[Leaf], lenient: bool, function: s
         raise BucketError(HASHED.format(function=function, names=names, where=rec.hashed[0]))
     states = [Row(leaf.axis, leaf.origin, zero=leaf.origin == "valid") if leaf.axis is not None else None
               for leaf in leaves]
-    analysis = Analysis(RULES, CONTROL, lenient)
+    analysis = Analysis(RULES, CONTROL, lenient, elementwise_in_jax)
     outs = _run(analysis, closed, states, function, names, declared=declared)
     paths = [p for p, _ in jax.tree_util.tree_flatten_with_path(out_shape)[0]]
     axes = _outputs(outs, closed.jaxpr.outvars, paths, lenient, function, names)
@@ -188,7 +189,7 @@ def _derivatives(closed: Any, concrete: Any, leaves: list[Leaf], outs: list, len
         if got is not None:
             ad, rec = got
             tangents = [states[i]._replace(zero=False) if isinstance(states[i], Row) else None for i in floats]
-            _run(Analysis(RULES, CONTROL, lenient), ad, [*states, *tangents], function, names, rule)
+            _run(Analysis(RULES, CONTROL, lenient, elementwise_in_jax), ad, [*states, *tangents], function, names, rule)
             guards += rec.guards
     cts = [jax.ShapeDtypeStruct(tuple(outvars[j].aval.shape), outvars[j].aval.dtype) for j in float_outs]
     got = _ad_trace(vjp, [*avals, *cts], n, concrete_vjp, function, names, rule)
@@ -197,7 +198,7 @@ def _derivatives(closed: Any, concrete: Any, leaves: list[Leaf], outs: list, len
     ad, rec = got
     ct_states = [outs[j]._replace(origin=f"the cotangent of output {j}", zero=True) if isinstance(outs[j], Row)
                  else None for j in float_outs]
-    got_cts = _run(Analysis(RULES, CONTROL, lenient), ad, [*states, *ct_states], function, names, rule)
+    got_cts = _run(Analysis(RULES, CONTROL, lenient, elementwise_in_jax), ad, [*states, *ct_states], function, names, rule)
     for i, state in zip(floats, got_cts):
         leaf = leaves[i - nconst] if i >= nconst else None
         bucketed = leaf is not None and leaf.axis is not None

@@ -96,6 +96,13 @@ PRIVATE: tuple[Private, ...] = (
     Private("dim_expr", "jax._src.export.shape_poly", "_DimExpr", None, "buckets"),
     Private("dim_expr_eq", "jax._src.export.shape_poly", "_DimExpr.__eq__", ("self", "other"), "buckets"),
     Private("dim_expr_evaluate", "jax._src.export.shape_poly", "_DimExpr._evaluate", ("self", "env"), "buckets"),
+    # A primitive JAX batches as elementwise (its own classification) is row-wise: the rule
+    # for primitives staticfield has no rule of its own for (new ones in a JAX release).
+    Private("primitive_batchers", "jax._src.interpreters.batching", "fancy_primitive_batchers", None, "buckets"),
+    Private("broadcast_batcher", "jax._src.interpreters.batching", "broadcast_batcher",
+            ("prim", "axis_data", "args", "dims"), "buckets"),
+    Private("vectorized_batcher", "jax._src.interpreters.batching", "vectorized_batcher",
+            ("prim", "axis_data", "batched_args", "batch_dims"), "buckets"),
     # A bucket's program run with its callbacks rewired keeps each equation's source line.
     Private("user_context", "jax._src.source_info_util", "user_context", None, "bucket_lines"),
     # sf.no_compiles(): every XLA compile of any JAX function passes through it, after

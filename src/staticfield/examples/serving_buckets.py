@@ -42,6 +42,7 @@ def run():
     rows = sum(s["rows"] for s in stats.values())
     padded = sum(s["padded"] for s in stats.values())
     print(f"padding waste: {padded} of {rows + padded} rows computed ({padded / rows:.0%} of the real rows)")
+    print("why each compile happened (`was`: the bucket of the program compiled just before):")
     for event in classify.recompiles:
         print(event)
     return {"sizes": sizes, "compile_count": classify.compile_count, "buckets": stats,
