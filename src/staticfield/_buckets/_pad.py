@@ -1,17 +1,18 @@
-"""Padding inputs up to a bucket and slicing outputs back, without a compile per size of
-the user's function.
+"""Padding inputs up to a bucket and slicing outputs back, without a compile per size of the
+user's function.
 
 NumPy arrays are padded on the host (no program at all). Device arrays go through one
 small program of staticfield's own, ``pad_rows``, that pads every leaf of a call at once
 (one compile per new input size and structure); outputs go through ``slice_rows``
 (likewise). On the CPU, a size seen for the first time is padded or sliced on the host
-instead, so sizes that come once (most of them, in a serving loop) compile nothing. Plain ``jnp.pad`` or ``x[:n]`` would compile an eager program
-per leaf and size. Under a transformation (``vmap``, ``grad``, an outer ``jit``) the
-leaves are tracers and are padded and sliced inline, in the caller's program. Inside
-``sf.no_compiles()`` a program of these that would compile is refused (``RecompileError``)
-before compiling, and the leaves are padded or sliced on the host instead. Both
-programs carry ``__staticfield_padding__``, by which ``sf.watch`` lists them apart from
-the user's functions.
+instead, so sizes that come once (most of them, in a serving loop) compile nothing. Plain
+``jnp.pad`` or ``x[:n]`` would compile an eager program per leaf and size. Under a
+transformation (``vmap``, ``grad``, an outer ``jit``) the leaves are tracers and are
+padded and sliced inline, in the caller's program. Inside ``sf.no_compiles()`` a program
+of these that would compile is refused (``RecompileError``) before compiling, and the
+leaves are padded or sliced on the host instead. Both programs carry
+``__staticfield_padding__``, by which ``sf.watch`` lists them apart from the user's
+functions.
 
 Every pad row is a copy of the last real row (for every dtype: floats, ints, bools, typed
 PRNG keys), never zeros: a pad row then computes what a real row computes, so a ``log``,

@@ -1,12 +1,12 @@
 """What the program store keeps of a bucketed function beside its programs.
 
-A record keeps the bucket of the call that made the program, and whether ``"auto"`` ran
-it at its exact size, so that ``sf.warmup`` in the next process runs that size exactly too
+A record keeps the bucket of the call that made the program, and whether ``"auto"`` ran it
+at its exact size, so that ``sf.warmup`` in the next process runs that size exactly too
 and its calls find the recorded program. A program's ``trust="source"`` key keeps what its
 trace found about the row count (the guards on it, and whether the bucket serves other
 counts), so that a program loaded without a trace serves only the counts it may; it is
-written with the program, so it is always that program's. ``Recorded`` is a base of ``_front.BucketSpec``, kept apart so that
-``_front`` holds the call path only.
+written with the program, so it is always that program's. ``Recorded`` is a base of
+``_front.BucketSpec``, kept apart so that ``_front`` holds the call path only.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Bucket sizes: which padded size a row count goes to.
 
 ``"pow2"`` (1, 2, 4, ...), a sorted list of sizes, or ``"auto"``: the exact row count
-until the row count first changes, then pow2 (the first size keeps its exact program) (torch.compile's automatic dynamic shapes,
-in buckets); ``sf.warmup`` adds the exact sizes an earlier process recorded (``keep_exact``). A pow2 bucket wastes less than half of its rows: ``n`` rows pad to fewer
-than ``2n``.
+until the row count first changes, then pow2 (the first size keeps its exact program)
+(torch.compile's automatic dynamic shapes, in buckets); ``sf.warmup`` adds the exact sizes
+an earlier process recorded (``keep_exact``). A pow2 bucket wastes less than half of its
+rows: ``n`` rows pad to fewer than ``2n``.
 """
 
 from __future__ import annotations

@@ -198,7 +198,8 @@ def _derivatives(closed: Any, concrete: Any, leaves: list[Leaf], outs: list, len
     ad, rec = got
     ct_states = [outs[j]._replace(origin=f"the cotangent of output {j}", zero=True) if isinstance(outs[j], Row)
                  else None for j in float_outs]
-    got_cts = _run(Analysis(RULES, CONTROL, lenient, elementwise_in_jax), ad, [*states, *ct_states], function, names, rule)
+    analysis = Analysis(RULES, CONTROL, lenient, elementwise_in_jax)
+    got_cts = _run(analysis, ad, [*states, *ct_states], function, names, rule)
     for i, state in zip(floats, got_cts):
         leaf = leaves[i - nconst] if i >= nconst else None
         bucketed = leaf is not None and leaf.axis is not None
