@@ -39,6 +39,22 @@ def check_deps():
         yield
 
 
+@pytest.fixture(scope="module")
+def check_buckets():
+    """Shape buckets in their checking mode (STATICFIELD_CHECK_BUCKETS=1) for a whole test
+    module: every call that traced is compared with the unpadded call, outputs and gradients."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("STATICFIELD_CHECK_BUCKETS", "1")
+        yield
+
+
+@pytest.fixture
+def no_check_buckets(monkeypatch):
+    """Checking mode off for one test that counts the user's function's traces itself (the
+    checking mode traces it again for the reference call, on purpose)."""
+    monkeypatch.delenv("STATICFIELD_CHECK_BUCKETS", raising=False)
+
+
 @pytest.fixture
 def no_check_deps(monkeypatch):
     """Checking mode off for one test that counts the user's function's traces itself (the

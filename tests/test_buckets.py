@@ -11,6 +11,8 @@ import pytest
 
 import staticfield as sf
 
+pytestmark = pytest.mark.usefixtures("check_buckets")
+
 RNG = np.random.RandomState(0)
 W1 = RNG.randn(16, 32).astype(np.float32)
 W2 = RNG.randn(32, 8).astype(np.float32)
@@ -44,6 +46,7 @@ def test_bit_identical_where_plain_jit_of_the_padded_batch_is():
         np.testing.assert_array_equal(f(x, W1, W2), jax.jit(mlp)(padded, W1, W2)[:n])
 
 
+@pytest.mark.usefixtures("no_check_buckets")  # counts traces or compiles itself
 def test_pow2_compiles_at_most_13_programs_for_300_sizes():
     """300 batch sizes drawn from 1..4096 compile at most 13 programs (plain jax.jit: one per size)."""
     traces = 0
@@ -105,6 +108,7 @@ def test_device_arrays_pad_without_compiling_the_users_function():
     assert f.compile_count == 1
 
 
+@pytest.mark.usefixtures("no_check_buckets")  # counts traces or compiles itself
 def test_watch_lists_padding_apart_and_budgets_leave_it_out():
     """sf.watch puts the pad and slice programs on a line of their own, and max_compiles
     counts the user's programs only."""
@@ -359,6 +363,7 @@ def test_jit_method_with_an_instance_holding_the_batch():
     assert str(Model.apply.recompiles[-1].changes[0]) == "batch.*.shape[0]: 5 → bucket 8 (was bucket 4)"
 
 
+@pytest.mark.usefixtures("no_check_buckets")  # counts traces or compiles itself
 def test_static_argnames_and_keyword_bucketed_arguments():
     """A static argument keys programs as usual; a bucketed argument passed by keyword is padded."""
     traces = 0
@@ -452,6 +457,7 @@ def test_auto_checks_rows_of_the_exact_program_too():
         f(rows(3))
 
 
+@pytest.mark.usefixtures("no_check_buckets")  # counts traces or compiles itself
 def test_deps_read_shares_bucket_programs_across_unread_statics():
     """deps="read" with buckets=: a static the method does not read shares the bucket's program."""
     traces = 0

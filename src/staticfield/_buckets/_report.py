@@ -26,6 +26,7 @@ from .._core import _compat
 from .._core._errors import StaticFieldWarning
 from .._explain._diff import Change, Recompile
 from ._errors import CHECK_FAILED, BucketCheckError, output_name
+from ._pad import valid_mask
 
 _SKIPPED = (
     "{function}: STATICFIELD_CHECK_BUCKETS=1 compares outputs only for this function ({why}); "
@@ -33,6 +34,8 @@ _SKIPPED = (
 )
 _NO_IO = ("{function}: STATICFIELD_CHECK_BUCKETS=1 does not check this function: it holds an "
           "io_callback, which the reference call would run a second time.")
+_DONATED = ("{function}: STATICFIELD_CHECK_BUCKETS=1 does not check a call whose bucketed argument "
+            "was donated (the unpadded reference call would need it).")
 _SAID: set = set()
 _SAID_LOCK = threading.Lock()
 
@@ -79,12 +82,17 @@ def _fold(ct: Any, axis: int, rows: int) -> np.ndarray:
     return out
 
 
-def _differ(got: Any, want: Any) -> str | None:
+def _differ(got: Any, want: Any, scaled: bool = False) -> str | None:
+    """How ``got`` differs from ``want`` (``None``: it does not, to float rounding);
+    ``scaled``: a gradient, summed over rows in another order, whose absolute tolerance
+    grows with its largest value."""
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
         return f"shape {got.shape} against {want.shape}"
     if np.issubdtype(got.dtype, np.inexact):
-        if np.allclose(got, want, rtol=1e-5, atol=1e-6, equal_nan=True):
+        finite = np.abs(want[np.isfinite(want)])
+        atol = 1e-6 + (1e-5 * float(finite.max()) if scaled and finite.size else 0.0)
+        if np.allclose(got, want, rtol=1e-5, atol=atol, equal_nan=True):
             return None
         with np.errstate(invalid="ignore"):
             return f"largest difference {np.nanmax(np.abs(got - want)):.3g}"
@@ -112,9 +120,12 @@ class Reports:
             return  # under a transformation: nothing concrete to compare
         rows, bucket = state.rows, state.bucket
         args, kwargs = given
+        if any(getattr(leaf, "is_deleted", lambda: False)() for leaf in jax.tree_util.tree_leaves((args, kwargs))):
+            _once(_DONATED.format(function=self.function))
+            return
         if self.mask:
             kwargs = dict(kwargs, valid=np.ones(rows, bool))
-        xs, axes, rebuild = self._inputs(args, kwargs)
+        xs, axes, names, rebuild = self._inputs(args, kwargs)
         fn = self.fn
 
         def call(*values: Any) -> Any:
@@ -136,28 +147,30 @@ class Reports:
                 raise BucketCheckError(CHECK_FAILED.format(function=self.function, output=output_name(path),
                                                            rows=rows, bucket=bucket, detail=detail))
         if rows != bucket and not _prims(ref.jaxpr) & {"debug_callback", "debug_print", "pure_callback"}:
-            self._check_gradients(call, call_ref, xs, axes, state)
+            self._check_gradients(call, call_ref, xs, axes, names, state)
 
-    def _inputs(self, args: tuple, kwargs: dict) -> tuple[list, list, Callable]:
+    def _inputs(self, args: tuple, kwargs: dict) -> tuple[list, list, list, Callable]:
         """Every array and number of the call's arguments that are not static, as JAX would
         trace them (NumPy arrays as jax arrays), each with its row axis (``None`` where the
-        argument is not bucketed), and a function putting values back in their place."""
+        argument is not bucketed) and its path, and a function putting values back."""
         entries = [(self.params[i] if i < len(self.params) else i, i, a) for i, a in enumerate(args)]
         entries += [(k, k, kwargs[k]) for k in sorted(kwargs)]
-        xs, axes, places = [], [], []
+        xs, axes, names, places = [], [], [], []
         for name, where, value in entries:
             if name in self.static_names:
                 places.append((where, None, None, None))
                 continue
-            flat, tree = jax.tree_util.tree_flatten(value)
+            paths, tree = jax.tree_util.tree_flatten_with_path(value)
+            flat = [leaf for _, leaf in paths]
             rows = self._leaves(name, value, strict=False)[2] if name in self.axes else \
                 [0] * len(flat) if name == "valid" and self.mask else [None] * len(flat)
             slots = []
-            for leaf, axis in zip(flat, rows):
+            for (path, leaf), axis in zip(paths, rows):
                 if isinstance(leaf, (jax.Array, np.ndarray, np.generic, bool, int, float, complex)):
                     slots.append(len(xs))
                     xs.append(jax.numpy.asarray(leaf) if isinstance(leaf, np.ndarray) else leaf)
                     axes.append(axis)
+                    names.append(f"{name}{jax.tree_util.keystr(path)}")
                 else:
                     slots.append(None)
             places.append((where, tree, flat, slots))
@@ -174,15 +187,17 @@ class Reports:
                     k[where] = value
             return a, k
 
-        return xs, axes, rebuild
+        return xs, axes, names, rebuild
 
-    def _check_gradients(self, call: Callable, call_ref: Callable, xs: list, axes: list, state: Any) -> None:
+    def _check_gradients(self, call: Callable, call_ref: Callable, xs: list, axes: list, names: list,
+                         state: Any) -> None:
         """The VJP of the padded program (plain ``jax.jit``'s, traced at the bucket's size) against
         the unpadded one's, for every float argument (see the module docstring)."""
         rows, bucket = state.rows, state.bucket
         verdict = state.program
         floats = [i for i, x in enumerate(xs) if np.issubdtype(np.asarray(x).dtype, np.inexact)]
-        padded = [_pad_like(x, axis, bucket) for x, axis in zip(xs, axes)]
+        padded = [_pad_like(x, axis, bucket) if name != "valid" else valid_mask(rows, bucket)
+                  for x, axis, name in zip(xs, axes, names)]
         try:
             closed = jax.make_jaxpr(call)(*padded)
         except Exception:
@@ -215,10 +230,10 @@ class Reports:
             return
         for i, g, w in zip(floats, got, want):
             g = _fold(g, axes[i], rows) if axes[i] is not None else np.asarray(g)
-            detail = _differ(g, w)
+            detail = _differ(g, w, scaled=True)
             if detail is not None:
                 raise BucketCheckError(CHECK_FAILED.format(
-                    function=self.function, output=f"the gradient with respect to input {i} of the call", rows=rows,
+                    function=self.function, output=f"the gradient with respect to `{names[i]}`", rows=rows,
                     bucket=bucket, detail=detail))
 
     def explain(self, changes: list[Change]) -> list[Change]:
