@@ -391,3 +391,26 @@ def test_an_exact_program_is_explained_as_exact():
     assert str(f.recompiles[-1].changes[0]) == "x.shape[0]: 40 → bucket 64 (was exact 37)"
     f(np.zeros((0, 2), np.float32))
     assert str(f.recompiles[-1].changes[0]) == "x.shape[0]: 0 → exact 0 (was bucket 64)"
+
+
+def test_explanations_of_bucketed_arguments_use_the_shapes_the_user_passed():
+    """A change on another axis of a bucketed argument reads in the shapes passed (`rows` for
+    the row axis, not the padded f32[8,4]) with a hint that fits; a second wrapper of the
+    same function with other bucket sizes is explained by its bucket, not as cleared caches."""
+    def layer(x):
+        return jnp.tanh(x)
+
+    f = sf.jit(layer, buckets={"x": 0})
+    f(np.ones((5, 4), np.float32))
+    f(np.ones((5, 8), np.float32))
+    change = f.recompiles[-1].changes[0]
+    assert (change.old, change.new) == ("f32[rows,4]", "f32[rows,8]")
+    assert "pad or bucket" not in change.hint and "pads axis 0 of `x` only" in change.hint
+    a = sf.jit(layer, buckets={"x": 0}, bucket_sizes=[8, 32])
+    b = sf.jit(layer, buckets={"x": 0}, bucket_sizes=[16])
+    with sf.watch() as w:
+        a(np.ones((5, 2), np.float32))
+        b(np.ones((5, 2), np.float32))
+    report = w.report()
+    assert "no argument differs" not in report
+    assert "x.shape[0]: 5 → bucket 16 (was bucket 8)" in report
