@@ -125,9 +125,7 @@ class watch:
             self._failed("its trace hook", e)
 
     def _record(self, fun: Callable, ji: Any, dbg: Any, args: tuple, kwargs: dict) -> None:
-        user_fun, args, kwargs, static_leaf = unwrap_library(fun, args, kwargs)
-        static_argnums = tuple(getattr(ji, "static_argnums", ()) or ())
-        static_argnames = tuple(getattr(ji, "static_argnames", ()) or ())
+        user_fun, args, kwargs, static_leaf, static_argnums, static_argnames = unwrap_library(fun, ji, args, kwargs)
         user_call = getattr(fun, "__sf_user_call__", None)
         if user_call is not None:  # sf.jit/sf.jit_method: its instances rebuilt, statics back
             user_fun, args, kwargs, static_argnums, static_argnames = user_call(args, kwargs)
