@@ -19,6 +19,7 @@ from .._core._anyleaves import ARRAY_LEAVES, AnyLeaves
 from .._core._compat import Tracer, traced_call
 from .._core._display import sharding_text
 from .._core._spec import SPEC_ATTR, Spec
+from ._names import tree_types
 
 PASSING = "(passed by keyword)"  # the entry naming the arguments passed by keyword
 
@@ -100,7 +101,7 @@ def _walk(value: Any, path: str, out: dict[str, tuple], any_leaves: bool = False
         return
     leaves, treedef = jax.tree_util.tree_flatten_with_path(value, is_leaf=_is_instance)
     if not (len(leaves) == 1 and not leaves[0][0]):  # not a bare leaf
-        out[path] = ("tree", str(treedef))
+        out[path] = ("tree", str(treedef), tree_types(treedef))
     for keypath, leaf in leaves:
         sub = path + jax.tree_util.keystr(keypath)
         if _is_instance(leaf):

@@ -12,6 +12,7 @@ import types
 from typing import Any
 
 from ._describe import PASSING as _PASSING
+from ._names import NEW_CLOSURE, class_names, function_change, qualified, types_apart
 from .._core._display import short_dtype
 from .._core._keys import keyable
 
@@ -42,10 +43,7 @@ _HINT_TYPE = (
     "purpose (they can trace differently); convert before the call, e.g. {conv}({name})"
 )
 
-_HINT_FUNCTION = (
-    "a new function object with the same code (a lambda or closure made on each call) "
-    "compares by identity; define it once and reuse it, e.g. at module level"
-)
+_HINT_FUNCTION = NEW_CLOSURE
 _HINT_IDENTITY = (
     "a new {type} with the same content compares by identity; reuse one instance, or "
     "give {type} value-based __eq__/__hash__ (e.g. decorate it with @sf.dataclass)"
@@ -148,13 +146,12 @@ def _hint(old: Any, new: Any, path: str = "x") -> str:
         if not equal:
             return ""
         builtin = [t for t in (type(new), type(old)) if t.__module__ == "builtins"]
-        conv = builtin[0].__name__ if builtin else _qualified(type(new))
-        return _HINT_TYPE.format(old=_qualified(type(old)), new=_qualified(type(new)),
+        conv = builtin[0].__name__ if builtin else qualified(type(new))
+        return _HINT_TYPE.format(old=qualified(type(old)), new=qualified(type(new)),
                                  conv=conv, name=path.rpartition(".")[2])
-    if isinstance(old, types.FunctionType):
-        if old.__code__ is new.__code__:
-            return _HINT_FUNCTION
-        return ""
+    named = function_change(old, new)
+    if named is not None:
+        return named[2]
     t = type(old)
     if t.__eq__ is object.__eq__ and t.__hash__ is object.__hash__:
         try:
@@ -166,9 +163,11 @@ def _hint(old: Any, new: Any, path: str = "x") -> str:
     return ""
 
 
-def _qualified(cls: type) -> str:
-    module = getattr(cls, "__module__", "")
-    return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
+def _static_texts(old: Any, new: Any) -> tuple[str, str]:
+    """A static's old and new text: a function by its name (``max_norm``, ``an earlier
+    function object``), anything else by its short repr."""
+    named = function_change(old, new)
+    return (named[0], named[1]) if named is not None else (short(old), short(new))
 
 
 def retrace_note() -> str:
@@ -210,13 +209,15 @@ def _entry_changes(path: str, old: tuple | None, new: tuple | None) -> list[Chan
     if kind in ("static", "static_arg"):
         if _same_static(old[1], new[1]):
             return []
-        return [Change(path, kind, short(old[1]), short(new[1]), _hint(old[1], new[1], path))]
+        return [Change(path, kind, *_static_texts(old[1], new[1]), _hint(old[1], new[1], path))]
     if kind in ("class", "tree"):
-        if old[1] == new[1]:
+        if old[1:] == new[1:]:
             return []
         otext, ntext = _entry_text(old), _entry_text(new)
         if kind == "class" and otext == ntext:  # two classes of one name: say which
-            otext, ntext = _qualified(old[1]), _qualified(new[1])
+            otext, ntext = class_names(old[1], new[1])
+        elif kind == "tree" and otext == ntext:  # two node types of one name: say which
+            otext, ntext = types_apart(old[2], new[2]) or (otext, ntext)
         return [Change(path, "structure", otext, ntext)]
     _, oshape, odtype, oweak, oshard = old
     _, nshape, ndtype, nweak, nshard = new
@@ -298,7 +299,7 @@ def _distance(old: dict[str, tuple], new: dict[str, tuple]) -> int:
         elif entry[0] in ("static", "static_arg"):
             d += not _same_static(prev[1], entry[1])
         else:
-            d += prev[1] != entry[1]
+            d += prev[1:] != entry[1:]
     return d + sum(path not in new for path in old)
 
 

@@ -11,6 +11,7 @@ import weakref
 from typing import Any
 
 from .._explain._diff import Change
+from .._explain._names import bound_to
 
 
 @dataclasses.dataclass
@@ -67,6 +68,7 @@ class WatchedFunction:
     _descriptions: list = dataclasses.field(default_factory=list, repr=False)
     _owners: list = dataclasses.field(default_factory=list, repr=False)  # id of the function
     _functions: Any = dataclasses.field(default_factory=weakref.WeakSet, repr=False)
+    _bound: list = dataclasses.field(default_factory=list, repr=False)  # (method, class) compiled
     _flat: list = dataclasses.field(default_factory=list, repr=False)  # per compile: flat_args
     _transformed: list = dataclasses.field(default_factory=list, repr=False)  # per compile
 
@@ -96,6 +98,9 @@ class WatchedFunction:
             return True  # cannot be weakly referenced: cannot tell, so do not blame it
 
     def remember(self, fun: Any) -> None:
+        bound = bound_to(fun)  # a method of an object: which method, of which class
+        if bound is not None and bound not in self._bound:
+            self._bound = [*self._bound[-15:], bound]
         try:
             self._functions.add(fun)
         except TypeError:
