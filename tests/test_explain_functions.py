@@ -84,9 +84,8 @@ def test_factory_functions_held_static_by_filter_jit_are_named():
     assert_choice_hint(change.hint)
 
 
-def test_factory_functions_in_a_static_field_in_recompile_and_watch():
-    """A static field switched from max_norm to rms_norm: sf.Recompile and sf.watch both say
-    `self.norm: max_norm → rms_norm`."""
+def switch_norm(first, second) -> tuple:
+    """A static field switched from ``first`` to ``second``: (sf.Recompile's change, sf.watch's)."""
 
     class Solver(sf.Struct):
         norm: sf.Static[object]
@@ -96,14 +95,21 @@ def test_factory_functions_in_a_static_field_in_recompile_and_watch():
             return self.norm(x)
 
     with sf.watch() as w:
-        Solver(max_norm).size(jnp.ones(3))
-        Solver(rms_norm).size(jnp.ones(3))
+        Solver(first).size(jnp.ones(3))
+        Solver(second).size(jnp.ones(3))
     (event,) = Solver.size.recompiles
     (change,) = event.changes
+    (watched,) = jitted(w)[0].compiles[1].changes
+    return change, watched
+
+
+def test_factory_functions_in_a_static_field_in_recompile_and_watch():
+    """A static field switched from max_norm to rms_norm: sf.Recompile and sf.watch both say
+    `self.norm: max_norm → rms_norm`."""
+    change, watched = switch_norm(max_norm, rms_norm)
     assert said(change) == ("self.norm", "static", "max_norm", "rms_norm")
     assert_choice_hint(change.hint)
-    (watched,) = jitted(w)[0].compiles[1].changes
-    assert said(watched) == said(change) and watched.hint == change.hint, w.report()
+    assert said(watched) == said(change) and watched.hint == change.hint
 
 
 def test_factory_functions_under_static_auto_in_recompile_and_watch():
@@ -133,20 +139,9 @@ def test_a_closure_made_again_keeps_the_lambda_advice():
 
         return norm
 
-    class Solver(sf.Struct):
-        norm: sf.Static[object]
-
-        @sf.jit_method(warn_compiles=None)
-        def size(self, x):
-            return self.norm(x)
-
-    with sf.watch() as w:
-        Solver(make()).size(jnp.ones(3))
-        Solver(make()).size(jnp.ones(3))
-    (change,) = Solver.size.recompiles[0].changes
+    change, watched = switch_norm(make(), make())
     assert (change.old, change.new) == ("an earlier function object", "a new function object, same code")
     assert "define it once" in change.hint
-    (watched,) = jitted(w)[0].compiles[1].changes
     assert (watched.old, watched.new) == (change.old, change.new) and "define it once" in watched.hint
 
 
