@@ -245,3 +245,17 @@ def test_two_node_types_of_one_name_in_recompile():
     assert [said(c) for c in f.recompiles[0].changes] == [
         ("state", "structure", "envs.snake.types.State", "envs.game_2048.types.State")]
 
+
+
+def test_a_jitted_function_then_a_lambda_are_named_with_the_function_hint():
+    """jnp.sin (a jax.jit function) then a lambda: `fn: sin → <lambda>`, with the hint for a
+    function, in sf.Recompile as in the watch."""
+    f = sf.jit(lambda x, fn: fn(x), static="auto", warn_compiles=None)
+    with sf.watch() as w:
+        f(jnp.ones(2), jnp.sin)
+        f(jnp.ones(2), lambda y: y)
+    (change,) = f.recompiles[0].changes
+    assert said(change) == ("fn", "static_arg", "sin", "<lambda>")
+    assert_choice_hint(change.hint)
+    (watched,) = jitted(w)[0].compiles[1].changes
+    assert said(watched) == said(change) and watched.hint == change.hint, w.report()

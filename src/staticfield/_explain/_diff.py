@@ -138,6 +138,9 @@ def type_hint(old: Any, new: Any, path: str = "x") -> str:
 
 
 def _hint(old: Any, new: Any, path: str = "x") -> str:
+    named = function_change(old, new)  # two functions, of one type or two (sin → <lambda>)
+    if named is not None:
+        return named[2]
     if type(old) is not type(new):
         try:
             equal = bool(old == new)
@@ -149,9 +152,6 @@ def _hint(old: Any, new: Any, path: str = "x") -> str:
         conv = builtin[0].__name__ if builtin else qualified(type(new))
         return _HINT_TYPE.format(old=qualified(type(old)), new=qualified(type(new)),
                                  conv=conv, name=path.rpartition(".")[2])
-    named = function_change(old, new)
-    if named is not None:
-        return named[2]
     t = type(old)
     if t.__eq__ is object.__eq__ and t.__hash__ is object.__hash__:
         try:
