@@ -211,13 +211,13 @@ def _entry_changes(path: str, old: tuple | None, new: tuple | None) -> list[Chan
             return []
         return [Change(path, kind, *_static_texts(old[1], new[1]), _hint(old[1], new[1], path))]
     if kind in ("class", "tree"):
-        if old[1:] == new[1:]:
+        if old[1] == new[1]:
             return []
         otext, ntext = _entry_text(old), _entry_text(new)
         if kind == "class" and otext == ntext:  # two classes of one name: say which
             otext, ntext = class_names(old[1], new[1])
         elif kind == "tree" and otext == ntext:  # two node types of one name: say which
-            otext, ntext = types_apart(old[2], new[2]) or (otext, ntext)
+            otext, ntext = types_apart(old[1].types, new[1].types) or (otext, ntext)
         return [Change(path, "structure", otext, ntext)]
     _, oshape, odtype, oweak, oshard = old
     _, nshape, ndtype, nweak, nshard = new
@@ -242,8 +242,9 @@ def _entry_text(entry: tuple | None, absent: str = "absent") -> str:
         return _aval_text(entry[1], entry[2], entry[3])
     if kind == "class":
         return entry[1].__qualname__
-    if kind == "tree":  # already text: clip it, do not quote it
-        return entry[1] if len(entry[1]) <= 80 else entry[1][:79] + "…"
+    if kind == "tree":  # already text (a plain str of it): clip it, do not quote it
+        text = str(entry[1])
+        return text if len(text) <= 80 else text[:79] + "…"
     return short(entry[1])
 
 
@@ -299,7 +300,7 @@ def _distance(old: dict[str, tuple], new: dict[str, tuple]) -> int:
         elif entry[0] in ("static", "static_arg"):
             d += not _same_static(prev[1], entry[1])
         else:
-            d += prev[1:] != entry[1:]
+            d += prev[1] != entry[1]
     return d + sum(path not in new for path in old)
 
 

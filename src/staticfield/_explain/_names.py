@@ -23,6 +23,7 @@ Imports nothing of staticfield's.
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import Any
 
@@ -50,14 +51,13 @@ def is_function(value: Any) -> bool:
     function): named by ``function_change``."""
     if isinstance(value, (types.FunctionType, types.MethodType, types.BuiltinFunctionType)):
         return True
-    return is_callable_value(value) and hasattr(value, "__wrapped__") and isinstance(
-        getattr(value, "__qualname__", None), str)
+    return callable(value) and not isinstance(value, type) and hasattr(value, "__wrapped__") \
+        and isinstance(getattr(value, "__qualname__", None), str)
 
 
 def is_callable_value(value: Any) -> bool:
-    """Anything called rather than computed with (a function, a jitted function, a
-    partial): a hint never tells it to become a traced value."""
-    return callable(value) and not isinstance(value, type)
+    """A function or a partial of one: a hint never tells it to become a traced value."""
+    return is_function(value) or isinstance(value, functools.partial)
 
 
 def function_change(old: Any, new: Any) -> tuple[str, str, str] | None:
