@@ -161,3 +161,61 @@ def test_recompile_names_jax_enable_x64_not_the_arguments_dtype():
     assert [(c.path, c.kind, c.old, c.new) for c in event.changes] == [
         ("jax_enable_x64", "context", "False", "True")]
     assert "astype" not in str(event) and "(dtype)" not in str(event)
+
+
+# ------------------------------------------------- issue 39, case 3: static="auto" in the watch
+def _said(changes) -> list[tuple[str, str, str, str]]:
+    return [(c.path, c.kind, c.old, c.new) for c in changes]
+
+
+def test_static_auto_watch_report_agrees_with_recompile_and_the_warning():
+    """sf.jit(static="auto"): the watch says `max_steps: (default) → 100 (static_arg)` as the
+    Recompile and the warning do (no AnyLeaves node or metadata); a new lambda each call is
+    `fn: an earlier function object → a new function object, same code`, and no hint tells a
+    function to become traced."""
+    import warnings
+
+    def solve(fn, y0, args=None, *, max_steps=256):
+        return fn(y0) * max_steps
+
+    f = sf.jit(solve, static="auto", warn_compiles=2)
+    x = jnp.ones(3)
+    with sf.watch() as w, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        f(jnp.sin, x)
+        f(jnp.sin, x, max_steps=100)
+        for _ in range(2):
+            f(lambda y: y + 1, x, max_steps=100)
+    (entry,) = jitted(w)
+    watched = [_said(c.changes) for c in entry.compiles[1:]]
+    assert watched == [_said(r.changes) for r in f.recompiles], w.report()
+    assert watched[0] == [("max_steps", "static_arg", "(default)", "100")]
+    assert watched[2] == [("fn", "static_arg", "an earlier function object", "a new function object, same code")]
+    text = w.report()
+    assert "AnyLeaves" not in text and "leaves='any'" not in text, text
+    assert "dynamic" not in entry.compiles[3].changes[0].hint and "define it once" in entry.compiles[3].changes[0].hint
+    assert str(f.recompiles[0]) in str(caught[0].message)
+
+
+def test_a_leaves_any_field_in_the_watch_is_a_static_change_at_its_path():
+    """A function in an sf.field(leaves="any") field (a non-array leaf): the watch names it
+    `m.act: relu → gelu (static)` as sf.Recompile does."""
+
+    def relu(x):
+        return jnp.maximum(x, 0)
+
+    def gelu(x):
+        return x * 0.5
+
+    class M(sf.Struct):
+        w: jax.Array
+        act: object = sf.field(leaves="any")
+
+    f = sf.jit(lambda m: m.act(m.w), warn_compiles=None)
+    with sf.watch() as w:
+        f(M(jnp.ones(2), relu))
+        f(M(jnp.ones(2), gelu))
+    (entry,) = jitted(w)
+    (event,) = f.recompiles
+    assert _said(event.changes) == [("m.act", "static", "relu", "gelu")]
+    assert _said(entry.compiles[1].changes) == _said(event.changes), w.report()

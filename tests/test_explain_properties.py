@@ -1,11 +1,13 @@
 """An oracle for the explanations: one random change to a random call is named, alone.
 
-A jitted function (plain ``jax.jit`` or ``sf.jit``, with a static argument) is called once,
-then again with exactly one thing changed: a static value, a shape, a dtype, a weak type, a
-global setting, a new function object with the same code, or the call made under
-``jax.vmap``. ``sf.watch`` must explain the second compile by that change and no other.
-(Sharding and mesh changes need several devices: tests/test_explain_causes.py checks them
-on 8 virtual devices.)
+A jitted function (plain ``jax.jit`` or ``sf.jit``, with static arguments), or a method
+bound to an instance of a plain class, is called once, then again with exactly one thing
+changed: a static value, a shape, a dtype, a weak type, a global setting, a new function
+object with the same code (for a method: the method of another instance), another
+factory-made function of the same code as a static argument, or the call made under
+``jax.vmap``. ``sf.watch`` must explain the second compile by that change and no other, and
+name the factory-made functions and the instance as such. (Sharding and mesh changes need
+several devices: tests/test_explain_causes.py checks them on 8 virtual devices.)
 """
 
 from __future__ import annotations
@@ -31,56 +33,93 @@ EXPECTED = {
     "x64": [("jax_enable_x64", "context")],
     "new function": [("(the function)", "new function")],
     "vmap": [("(the call)", "context")],
+    "factory": [("act", "static_arg")],
+}
+# what the changed value reads as, where the change is of a function (old, new)
+SAID = {
+    ("new function", "function"): ("an earlier function object", "a new function object, same code"),
+    ("new function", "method"): ("Holder.f of an earlier Holder instance", "Holder.f of another Holder instance"),
+    ("factory", "function"): ("relu", "softplus"),
+    ("factory", "method"): ("relu", "softplus"),
 }
 
 
-def make():
-    def f(x, y, k):
-        return x * y + k
+def _factory(fn):
+    """A library's factory (optimistix's ``_wrap``): one code object, renamed per function."""
+
+    def made(v):
+        return fn(v)
+
+    made.__name__ = made.__qualname__ = fn.__name__
+    return made
+
+
+relu, softplus = _factory(jax.nn.relu), _factory(jax.nn.softplus)
+
+
+class Holder:
+    """A plain (non-pytree) class whose bound method is jitted."""
+
+    def f(self, x, y, k, act=relu):
+        return act(x * y + k)
+
+
+def make(subject):
+    if subject == "method":
+        return Holder().f
+
+    def f(x, y, k, act=relu):
+        return act(x * y + k)
 
     return f
 
 
 def call(wrap, fn):
-    return wrap(fn, static_argnames="k")
+    return wrap(fn, static_argnames=("k", "act"))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(
     change=st.sampled_from(sorted(EXPECTED)),
     wrap=st.sampled_from(["jax.jit", "sf.jit"]),
     n=st.integers(1, 5),
     k=st.integers(0, 3),
     dtype=st.sampled_from(["float32", "bfloat16"]),
+    subject=st.sampled_from(["function", "method"]),
 )
-def test_one_change_is_named_and_no_other(change, wrap, n, k, dtype):
+def test_one_change_is_named_and_no_other(change, wrap, n, k, dtype, subject):
     """The second compile's explanation is exactly the one change made."""
     jit = jax.jit if wrap == "jax.jit" else sf.jit
-    f = call(jit, make())
+    f = call(jit, make(subject))
     x, y = jnp.ones(n, dtype), jnp.asarray(2.0, jnp.float32)
     with sf.watch() as w:
-        f(x, y, k=k)
+        f(x, y, k=k, act=relu)
         if change == "static":
-            f(x, y, k=k + 1)
+            f(x, y, k=k + 1, act=relu)
         elif change == "shape":
-            f(jnp.ones(n + 1, dtype), y, k=k)
+            f(jnp.ones(n + 1, dtype), y, k=k, act=relu)
         elif change == "dtype":
-            f(x.astype(jnp.int32), y, k=k)
+            f(x.astype(jnp.int32), y, k=k, act=relu)
         elif change == "weak_type":
-            f(x, jnp.asarray(2.0), k=k)
+            f(x, jnp.asarray(2.0), k=k, act=relu)
         elif change == "setting":
             with jax.default_matmul_precision("highest"):
-                f(x, y, k=k)
+                f(x, y, k=k, act=relu)
         elif change == "x64":
             with jax.enable_x64(True):
-                f(x, y, k=k)
+                f(x, y, k=k, act=relu)
         elif change == "new function":
-            call(jit, make())(x, y, k=k)
+            call(jit, make(subject))(x, y, k=k, act=relu)
+        elif change == "factory":
+            f(x, y, k=k, act=softplus)
         elif change == "vmap":
-            jax.vmap(functools.partial(f, y=y, k=k))(x[None])
+            jax.vmap(functools.partial(f, y=y, k=k, act=relu))(x[None])
     entries = [e for e in w.functions if not e.eager]
     assert len(entries) == 1, w.report()
     (entry,) = entries
     assert entry.count == 2, w.report()
     got = [(c.path, c.kind) for c in entry.compiles[1].changes]
     assert got == EXPECTED[change], w.report()
+    if (change, subject) in SAID:
+        (named,) = entry.compiles[1].changes
+        assert (named.old, named.new) == SAID[change, subject], w.report()

@@ -79,3 +79,52 @@ def test_environment_variable_sets_the_default():
         run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
         out[value] = run.stdout.strip()
     assert out == {"0": "quiet 12", "3": "warned 3"}
+
+
+# ------------------------------------------ issue 39, case 7: a float static changed every time
+def _warned(run) -> str:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run()
+    (w,) = [w for w in caught if issubclass(w.category, sf.StaticFieldWarning)]
+    return str(w.message)
+
+
+def test_a_float_static_field_changed_by_every_compile_is_named_first_with_the_fix():
+    """A learning rate marked static, new at every call: the warning's first sentence names
+    the field and says to make it a dynamic field (a float traces), before the rest."""
+    import jax
+
+    class Opt(sf.Struct):
+        w: jax.Array
+        lr: sf.Static[float] = 0.1
+
+        @sf.jit_method(warn_compiles=4)
+        def step(self, g):
+            return self.w - self.lr * g
+
+    text = _warned(lambda: [Opt(jnp.ones(2), lr=0.1 / (i + 1)).step(jnp.ones(2)) for i in range(4)])
+    first = text.split("\n")[0]
+    assert "Opt.step has compiled 4 times" in first and "self.lr" in first, text
+    assert "make it a dynamic field" in first and "a float traces" in first, text
+    assert "sf.Static" in first
+    assert "Latest:" in text and "warn_compiles=None" in text
+
+
+def test_a_float_static_argument_changed_by_every_compile_is_named_first():
+    """The same for a static argument (static_argnames): pass it traced."""
+    f = sf.jit(lambda x, lr: x * lr, static_argnames="lr", warn_compiles=3)
+    text = _warned(lambda: [f(jnp.ones(2), lr=0.5 + i) for i in range(3)])
+    first = text.split("\n")[0]
+    assert "`lr`" in first and "a float traces" in first and "static_argnames" in first, text
+
+
+def test_no_float_lead_when_the_static_is_an_int_or_not_changed_every_time():
+    """An int static (a depth: it may set a shape) and a float that changed in only some of
+    the compiles get no such first sentence."""
+    f = sf.jit(lambda x, n: x * n, static_argnames="n", warn_compiles=3)
+    text = _warned(lambda: [f(jnp.ones(2), n=i) for i in range(3)])
+    assert "a float traces" not in text
+    g = sf.jit(lambda x, lr: x * lr, static_argnames="lr", warn_compiles=3)
+    text = _warned(lambda: [g(jnp.ones(2), lr=0.5), g(jnp.ones(2), lr=0.25), g(jnp.ones(3), lr=0.25)])
+    assert "a float traces" not in text

@@ -223,6 +223,22 @@ def test_a_block_names_the_reason_of_an_sf_functions_compile_made_after_an_earli
     assert "first compile" not in text
 
 
+def test_a_plain_jit_function_compiled_by_an_earlier_test_reads_first_compile(pytester):
+    """docs/ci-compiles.md says so: a plain jax.jit function is explained against this
+    test's compiles only (an sf function against its whole history, as above)."""
+    make(pytester, """
+        def test_first():
+            double(jnp.ones(2))
+
+        @pytest.mark.max_compiles(0)
+        def test_second():
+            double(jnp.ones(3))
+    """)
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, failed=1)
+    assert f"#1 at test_budget.py:{line_of(pytester, 'double(jnp.ones(3))')}: first compile" in result.stdout.str()
+
+
 def test_an_error_inside_a_block_passes_through(pytester):
     """An exception raised inside `with sf_compiles.none()` reaches pytest as itself."""
     make(pytester, """

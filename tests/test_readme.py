@@ -34,6 +34,22 @@ def test_readme_names_the_commands():
         assert f"`{command}`" in text
 
 
+def test_readme_and_quick_start_link_the_warmup_page():
+    """docs/warmup.md is reachable from the README and from docs/index.md."""
+    assert "](docs/warmup.md)" in README.read_text()
+    assert "](warmup.md)" in (README.parent / "docs" / "index.md").read_text()
+
+
+def test_readme_says_how_long_make_test_takes_and_how_to_run_a_subset():
+    """The README gives make test's duration and a subset command whose test exists."""
+    text = README.read_text()
+    assert "about 5 minutes on an idle 2-core machine" in text
+    for path, name in re.findall(r"python -m pytest (tests/\w+\.py)(?:::(\w+))?", text):
+        test_file = README.parent / path
+        assert test_file.exists(), path
+        assert not name or f"def {name}(" in test_file.read_text(), name
+
+
 def test_readme_says_how_to_choose_the_python_and_start_over():
     """The README shows how to pick the Python the venv is made from, and how to start over."""
     text = README.read_text()

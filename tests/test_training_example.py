@@ -15,7 +15,7 @@ PAGE = Path(__file__).resolve().parent.parent / "docs" / "training.md"
 def test_training_example_runs_under_watch(tmp_path: Path):
     """The page's script trains, recompiles once for the static change, and sf.watch says why."""
     pytest.importorskip("optax")
-    (code,) = re.findall(r"```python\n(.*?)```", PAGE.read_text(), re.S)
+    code = re.findall(r"```python\n(.*?)```", PAGE.read_text(), re.S)[0]  # the script
     script = tmp_path / "train.py"
     script.write_text(code)
     ran = subprocess.run([sys.executable, "-m", "staticfield", "watch", str(script)], cwd=tmp_path,

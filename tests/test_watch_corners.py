@@ -359,6 +359,8 @@ def test_equinox_primitive_with_eval_shape_in_its_rule_counts_equal_jax_compile_
     (step,) = [f for f in w.functions if f.name.endswith("prim_step")]
     assert step.seconds("trace_s") > 0 and step.seconds("compile_s") > 0
     assert [(c.path, c.kind) for c in step.compiles[-1].changes] == [("x", "shape")]
+    # the rule's eval_shape is named as traced inside prim_step's trace, not as `.trace` calls
+    assert "traced by .trace" not in w.report() and "inside the trace of" in w.report(), w.report()
 
 
 VMAP_AND_DIRECT = """

@@ -19,8 +19,29 @@ from .._core._anyleaves import ARRAY_LEAVES, AnyLeaves
 from .._core._compat import Tracer, traced_call
 from .._core._display import sharding_text
 from .._core._spec import SPEC_ATTR, Spec
+from ._names import tree_types
 
 PASSING = "(passed by keyword)"  # the entry naming the arguments passed by keyword
+
+
+class TreeText(str):
+    """``str(treedef)``, which a tree entry shows, and the node types it names, which tell
+    apart two classes of one name that print alike: equal when both are."""
+
+    types: tuple
+
+    def __new__(cls, treedef: Any) -> "TreeText":
+        text = super().__new__(cls, str(treedef))
+        text.types = tree_types(treedef)
+        return text
+
+    def __eq__(self, other: object) -> bool:
+        return str.__eq__(self, other) is True and getattr(other, "types", None) == self.types
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = str.__hash__
 
 
 def _is_instance(x: Any) -> bool:
@@ -100,7 +121,7 @@ def _walk(value: Any, path: str, out: dict[str, tuple], any_leaves: bool = False
         return
     leaves, treedef = jax.tree_util.tree_flatten_with_path(value, is_leaf=_is_instance)
     if not (len(leaves) == 1 and not leaves[0][0]):  # not a bare leaf
-        out[path] = ("tree", str(treedef))
+        out[path] = ("tree", TreeText(treedef))
     for keypath, leaf in leaves:
         sub = path + jax.tree_util.keystr(keypath)
         if _is_instance(leaf):

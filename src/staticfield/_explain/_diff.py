@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._describe import PASSING as _PASSING
+from ._names import NEW_CLOSURE, class_names, function_change, qualified, types_apart
 from .._core._display import short_dtype
 from .._core._keys import keyable
 
@@ -43,10 +44,7 @@ _HINT_TYPE = (
     "purpose (they can trace differently); convert before the call, e.g. {conv}({name})"
 )
 
-_HINT_FUNCTION = (
-    "a new function object with the same code (a lambda or closure made on each call) "
-    "compares by identity; define it once and reuse it, e.g. at module level"
-)
+_HINT_FUNCTION = NEW_CLOSURE
 _HINT_ORDER = (
     "the same items in another order: iteration order is part of a static value (a trace "
     "that iterates it computes in that order), so each order compiles once; build it in one "
@@ -148,6 +146,9 @@ def type_hint(old: Any, new: Any, path: str = "x") -> str:
 
 
 def _hint(old: Any, new: Any, path: str = "x") -> str:
+    named = function_change(old, new)  # two functions, of one type or two (sin → <lambda>)
+    if named is not None:
+        return named[2]
     if type(old) is not type(new):
         try:
             equal = bool(old == new)
@@ -156,13 +157,9 @@ def _hint(old: Any, new: Any, path: str = "x") -> str:
         if not equal:
             return ""
         builtin = [t for t in (type(new), type(old)) if t.__module__ == "builtins"]
-        conv = builtin[0].__name__ if builtin else _qualified(type(new))
-        return _HINT_TYPE.format(old=_qualified(type(old)), new=_qualified(type(new)),
+        conv = builtin[0].__name__ if builtin else qualified(type(new))
+        return _HINT_TYPE.format(old=qualified(type(old)), new=qualified(type(new)),
                                  conv=conv, name=path.rpartition(".")[2])
-    if isinstance(old, types.FunctionType):
-        if old.__code__ is new.__code__:
-            return _HINT_FUNCTION
-        return ""
     if isinstance(old, (frozenset, Mapping)) and _equal(old, new) and list(old) != list(new):
         return _HINT_ORDER
     t = type(old)
@@ -183,9 +180,11 @@ def _equal(a: Any, b: Any) -> bool:
         return False
 
 
-def _qualified(cls: type) -> str:
-    module = getattr(cls, "__module__", "")
-    return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
+def _static_texts(old: Any, new: Any) -> tuple[str, str]:
+    """A static's old and new text: a function by its name (``max_norm``, ``an earlier
+    function object``), anything else by its short repr."""
+    named = function_change(old, new)
+    return (named[0], named[1]) if named is not None else (short(old), short(new))
 
 
 def retrace_note() -> str:
@@ -227,13 +226,15 @@ def _entry_changes(path: str, old: tuple | None, new: tuple | None) -> list[Chan
     if kind in ("static", "static_arg"):
         if _same_static(old[1], new[1]):
             return []
-        return [Change(path, kind, short(old[1]), short(new[1]), _hint(old[1], new[1], path))]
+        return [Change(path, kind, *_static_texts(old[1], new[1]), _hint(old[1], new[1], path))]
     if kind in ("class", "tree"):
         if old[1] == new[1]:
             return []
         otext, ntext = _entry_text(old), _entry_text(new)
         if kind == "class" and otext == ntext:  # two classes of one name: say which
-            otext, ntext = _qualified(old[1]), _qualified(new[1])
+            otext, ntext = class_names(old[1], new[1])
+        elif kind == "tree" and otext == ntext:  # two node types of one name: say which
+            otext, ntext = types_apart(old[1].types, new[1].types) or (otext, ntext)
         return [Change(path, "structure", otext, ntext)]
     _, oshape, odtype, oweak, oshard = old
     _, nshape, ndtype, nweak, nshard = new
@@ -258,8 +259,9 @@ def _entry_text(entry: tuple | None, absent: str = "absent") -> str:
         return _aval_text(entry[1], entry[2], entry[3])
     if kind == "class":
         return entry[1].__qualname__
-    if kind == "tree":  # already text: clip it, do not quote it
-        return entry[1] if len(entry[1]) <= 80 else entry[1][:79] + "…"
+    if kind == "tree":  # already text (a plain str of it): clip it, do not quote it
+        text = str(entry[1])
+        return text if len(text) <= 80 else text[:79] + "…"
     return short(entry[1])
 
 

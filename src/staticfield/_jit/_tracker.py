@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import jax
 
+from .._explain import _advice
 from .._explain import _diff as _explain
 from .._core._errors import RecompileError, StaticFieldWarning, recompile_budget_message
 from .._explain._diff import Recompile
@@ -262,6 +263,9 @@ class Tracker:
         latest = f"\nLatest: {event}" if event is not None else ""
         where = f" (called at {location})" if location else ""
         buckets = f" ({n} with new buckets)" if n != counted else ""
+        with self._lock:  # the one cause of every compile, where there is one, first
+            cause = _safe(lambda: _advice.float_static(list(self.recompiles), list(self._history)), "")
+        where += f": {cause}" if cause else ""
         message = (
             f"{self.function} has compiled {counted} times{buckets}{where}. Each compile costs a trace "
             f"and an XLA compile; see .recompiles for why.{latest}\nSet warn_compiles=None "

@@ -60,14 +60,12 @@ def _remember(frame: Any) -> None:
     fun = found.get("fun")
     if getattr(fun, "__sf_user_call__", None) is not None:
         return
-    user_fun, args, kwargs, static_leaf = unwrap_library(fun, tuple(found.get("args") or ()),
-                                                         dict(found.get("kwargs") or {}))
+    user_fun, args, kwargs, static_leaf, static_argnums, static_argnames = unwrap_library(
+        fun, found.get("ji"), tuple(found.get("args") or ()), dict(found.get("kwargs") or {}))
     _, name, location, eager = identify(user_fun, found.get("dbg"))
     if eager:
         return
-    ji = found.get("ji")
-    description = _describe.describe(user_fun, args, kwargs, tuple(getattr(ji, "static_argnums", ()) or ()),
-                                     tuple(getattr(ji, "static_argnames", ()) or ()), static_leaf)
+    description = _describe.describe(user_fun, args, kwargs, static_argnums, static_argnames, static_leaf)
     with _lock:
         kept = _seen.get((name, location))
         if kept is None:

@@ -24,6 +24,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 
+from .._core._anyleaves import ARRAY_LEAVES, AnyLeaves
 from .._core._display import sharding_text, short_dtype
 
 HINT_HELD_STATIC = (
@@ -50,6 +51,7 @@ class Leaf(NamedTuple):
 
 class Node(NamedTuple):
     type_name: str
+    node_type: Any = None  # the class itself: two classes of one name are two node types
 
 
 class Static(NamedTuple):
@@ -119,12 +121,12 @@ def describe(
         if i in static_argnums:
             out[name] = Static("static_arg", value)
         else:
-            _walk(value, name, out, static_leaf)
+            _argument(value, name, out, static_leaf)
     for name, value in kwargs.items():
         if name in static_argnames:
             out[name] = Static("static_arg", value)
         else:
-            _walk(value, name, out, static_leaf)
+            _argument(value, name, out, static_leaf)
     return out
 
 
@@ -147,22 +149,39 @@ def _key(k: Any) -> str:
     return str(k)
 
 
-def _walk(x: Any, path: str, out: Description, static_leaf: Callable | None) -> None:
+def _walk(x: Any, path: str, out: Description, static_leaf: Callable | None,
+          held: tuple[str, str] = ("static", HINT_HELD_STATIC)) -> None:
+    """Describe ``x`` at ``path``; a leaf ``static_leaf`` holds static is ``Static(*held)``."""
     if isinstance(x, jax.Array) and static_leaf is None:  # the common leaf, without a flatten
         aval = x.aval
         out[path] = Leaf(tuple(aval.shape), _dtype_name(aval.dtype), aval.weak_type, placement(x))
         return
+    if x.__class__ is AnyLeaves:  # a leaves="any" field: its non-array leaves are static
+        _walk(x.value, path, out, _not_array, ("static", ""))
+        return
     children, treedef = jax.tree_util.tree_flatten_with_path(x, is_leaf=lambda y: y is not x)
     if jax.tree_util.treedef_is_leaf(treedef) and treedef.num_leaves == 1:  # type: ignore[attr-defined]
-        held = static_leaf is not None and static_leaf(x)
-        out[path] = Static("static", x, HINT_HELD_STATIC) if held else _leaf(x)
+        out[path] = Static(held[0], x, held[1]) if static_leaf is not None and static_leaf(x) else _leaf(x)
         return
     node_type, aux = treedef.node_data()  # type: ignore[attr-defined,misc]
-    out[path] = Node(getattr(node_type, "__qualname__", str(node_type)))
+    out[path] = Node(getattr(node_type, "__qualname__", str(node_type)), node_type)
     keys = [kp[0] for kp, _ in children]
     _statics(node_type, aux, keys, path, out)
     for (kp, child) in children:
-        _walk(child, path + _key(kp[0]), out, static_leaf)
+        _walk(child, path + _key(kp[0]), out, static_leaf, held)
+
+
+def _argument(value: Any, name: str, out: Description, static_leaf: Callable | None) -> None:
+    """One argument: an ``AnyLeaves`` node is an argument of ``sf.jit(static="auto")``, whose
+    non-array leaves are static arguments (as ``sf.Recompile`` names them)."""
+    if value.__class__ is AnyLeaves:
+        _walk(value.value, name, out, _not_array, ("static_arg", ""))
+    else:
+        _walk(value, name, out, static_leaf)
+
+
+def _not_array(x: Any) -> bool:
+    return not isinstance(x, ARRAY_LEAVES)
 
 
 def _statics(node_type: type, aux: Any, keys: list, path: str, out: Description) -> None:

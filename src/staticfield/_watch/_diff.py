@@ -11,10 +11,11 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
-import types
 from typing import Any, Callable, Sequence
 
 from .._explain._diff import Change, type_hint
+from .._explain._names import (CHOICE, SAME_CODE, another_instance, class_names, function_change,
+                               is_callable_value)
 from ._describe import Description, Leaf, Node, Static, one_line, short
 
 HINTS = {
@@ -46,6 +47,10 @@ HINTS = {
         "to a few sizes (buckets) so that it takes few values"
     ),
     "sharding": "inputs with another sharding compile again; device_put them with one sharding",
+    "node type": (
+        "another class of the same name is another pytree node type, so its programs are "
+        "its own; expected when several classes (two environments' State) pass through"
+    ),
     "context": (
         "a JAX setting in effect at the call is part of the cache key (as if it were an "
         "argument), so each new value compiles once; set it once, before the first call"
@@ -81,9 +86,9 @@ def diff(old: Description, new: Description) -> list[Change]:
     gone = [p for p in old if p not in new]
     came = [p for p in new if p not in old]
     for p in _tops(gone):
-        changes.append(Change(p, "structure", _show(old[p]), "absent", HINTS["structure"]))
+        changes.append(_absent(p, old[p], gone=True))
     for p in _tops(came):
-        changes.append(Change(p, "structure", "absent", _show(new[p]), HINTS["structure"]))
+        changes.append(_absent(p, new[p], gone=False))
     for p, a in old.items():
         b = new.get(p)
         if b is None:
@@ -91,7 +96,21 @@ def diff(old: Description, new: Description) -> list[Change]:
         changes += _entry_changes(p, a, b)
     if any(c.path == "jax_enable_x64" for c in changes):  # 32 ↔ 64 bits follow from it
         changes = [c for c in changes if not (c.kind == "dtype" and _widened(old[c.path], new[c.path]))]
+    retyped = [p for p, a in old.items() if isinstance(a, Node) and isinstance(new.get(p), Node)
+               and a.node_type is not new[p].node_type]  # another node type: its fields follow
+    changes = [c for c in changes if not any(_below(c.path, t) for t in retyped)]
     return _shape_setters(changes, old, new)
+
+
+def _absent(path: str, entry: Any, gone: bool) -> Change:
+    """A path only one side has: a static argument left to its default reads ``(default)``
+    (as ``sf.Recompile`` says it), anything else is a change of structure."""
+    if isinstance(entry, Static) and entry.kind == "static_arg":
+        value = _show(entry)
+        old, new = (value, "(default)") if gone else ("(default)", value)
+        return Change(path, "static_arg", old, new, HINTS["static_arg"])
+    old, new = (_show(entry), "absent") if gone else ("absent", _show(entry))
+    return Change(path, "structure", old, new, HINTS["structure"])
 
 
 _WIDTHS = {"float32": "float64", "int32": "int64", "uint32": "uint64", "complex64": "complex128"}
@@ -118,15 +137,17 @@ def _entry_changes(path: str, a: Any, b: Any) -> list[Change]:
         if _same(a.value, b.value):
             return []
         return [
-            Change(p, a.kind, old, new, b.hint or _static_hint(a.kind, x, y, p))
+            Change(p, a.kind, old, new, _static_hint(a.kind, x, y, p, b.hint))
             for p, x, y, old, new in _innermost(path, a.value, b.value)
         ]
+    if isinstance(a, Node) and isinstance(b, Node) and a.node_type is not b.node_type \
+            and a.type_name == b.type_name and isinstance(a.node_type, type) and isinstance(b.node_type, type):
+        return [Change(path, "structure", *class_names(a.node_type, b.node_type), HINTS["node type"])]
     if a != b:
         return [Change(path, "structure", _show(a), _show(b), HINTS["structure"])]
     return []
 
 
-SAME_CODE = ("an earlier function object", "a new function object, same code")
 _SETTINGS = (str, bool, type(None), enum.Enum)
 _MAX_INNER = 4  # changes named inside one static value; past that, the value itself
 
@@ -135,8 +156,9 @@ def _innermost(path: str, a: Any, b: Any, depth: int = 0) -> list[tuple]:
     """(path, old, new, old text, new text) of each innermost difference of two static
     values: inside tuples, NamedTuples, lists, dicts, dataclasses and partials, so that a
     rebuilt closure deep in a config reads `cfg.fns.update`, not two identical reprs."""
-    if isinstance(a, types.FunctionType) and type(b) is type(a) and a.__code__ is b.__code__:
-        return [(path, a, b, *SAME_CODE)]
+    named = function_change(a, b)
+    if named is not None:  # max_norm → rms_norm; a new function object, same code
+        return [(path, a, b, *named[:2])]
     inner = [] if depth > 8 or type(a) is not type(b) else [
         found
         for key, x, y in _children(a, b)
@@ -167,13 +189,19 @@ def _children(a: Any, b: Any) -> list[tuple[str, Any, Any]]:
     return []
 
 
-def _static_hint(kind: str, old: Any, new: Any, path: str = "x") -> str:
-    """The hint that fits the value: a function, a setting, one that prints alike, equal
-    values of two types (``1 → 1.0``: the words ``sf.Recompile`` uses)."""
+def _static_hint(kind: str, old: Any, new: Any, path: str = "x", held: str = "") -> str:
+    """The hint that fits the value: a function (never told to become traced), ``held``
+    (a library's own words, such as equinox's filter_jit's), a setting, one that prints
+    alike, equal values of two types (``1 → 1.0``: the words ``sf.Recompile`` uses)."""
     if kind == "context":
         return HINTS["context"]
-    if isinstance(old, types.FunctionType) and old.__code__ is getattr(new, "__code__", None):
-        return HINTS["new function"]
+    named = function_change(old, new)
+    if named is not None:
+        return named[2]
+    if is_callable_value(old) and is_callable_value(new):
+        return CHOICE
+    if held:
+        return held
     if type(old) is not type(new) and (precise := type_hint(old, new, path)):
         return precise
     if isinstance(new, _SETTINGS) and isinstance(old, _SETTINGS):
@@ -238,8 +266,17 @@ def closest(earlier: Sequence[Description | None], new: Description) -> tuple[in
     return best
 
 
-def new_function(fun: Callable) -> Change:
+def new_function(fun: Callable, earlier: list) -> Change:
+    """The function object compiled is not one compiled before (``earlier``): a method bound
+    to another instance of a plain class says so; else a new object with the same code."""
+    named = another_instance(fun, earlier)
+    if named is not None:
+        return Change("(the function)", "new function", *named)
     return Change("(the function)", "new function", *SAME_CODE, HINTS["new function"])
+
+
+def _below(path: str, top: str) -> bool:
+    return path != top and path.startswith(top) and path[len(top)] in ".[ "
 
 
 DIRECT = "a direct call"

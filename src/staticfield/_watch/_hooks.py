@@ -99,10 +99,14 @@ def _install_trace_hook() -> None:
 
     @functools.wraps(original)
     def _trace_for_jit(*args: Any, **kwargs: Any) -> Any:
-        if _ACTIVE and clean():
+        # A trace inside another is seen only where JAX's trace context reads clean: a
+        # primitive's rule runs with the current trace taken away (core.Primitive.bind), so
+        # an eval_shape there looks like a trace of its own; the watcher knows it is not.
+        watchers = list(_ACTIVE) if _ACTIVE and clean() else []
+        if watchers:
             given = {**dict(zip(names, args)), **kwargs}  # _compat checked these names
             call = [given.get(name) for name in ("fun", "ji", "dbg", "args", "kwargs")]
-            for w in list(_ACTIVE):
+            for w in watchers:
                 _guarded(w, "its trace hook", w._traced, *call)
         try:
             return original(*args, **kwargs)
@@ -111,6 +115,9 @@ def _install_trace_hook() -> None:
             for w in list(_ACTIVE):
                 _guarded(w, "its trace hook", w._trace_raised, retrace)
             raise
+        finally:
+            for w in watchers:
+                _guarded(w, "its trace hook", w._trace_over)
 
     _ORIGINAL["trace"] = (pjit, original)
     pjit._trace_for_jit = _trace_for_jit

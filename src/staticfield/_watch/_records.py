@@ -11,6 +11,7 @@ import weakref
 from typing import Any
 
 from .._explain._diff import Change
+from .._explain._names import bound_to
 
 
 @dataclasses.dataclass
@@ -19,7 +20,10 @@ class Compile:
 
     ``via`` is ``".lower"``, ``".trace"`` or ``".eval_shape"`` for a trace made by one
     of those (ahead of time, or to inspect), ``""`` for a call; such a trace compiles
-    nothing until its program is compiled (``compiled``).
+    nothing until its program is compiled (``compiled``). ``inside`` names the function
+    whose trace was in progress on this thread when this one began (a primitive's rule
+    that runs ``eval_shape`` of its implementation, as lineax's ``linear_solve`` does, while
+    the solver calling it is traced): ``""`` for a trace of its own.
     """
 
     number: int
@@ -31,6 +35,7 @@ class Compile:
     via: str = ""
     compiled_later: bool = False
     store: str = ""  # with a program store set: why it had no program for this compile
+    inside: str = ""  # the function whose trace this one began inside, if any
     # sf functions: (their recompiles(), how many there were when this trace began), so a
     # compile this watcher saw first but staticfield counted as a recompile says why
     history: Any = dataclasses.field(default=None, repr=False, compare=False)
@@ -63,6 +68,7 @@ class WatchedFunction:
     _descriptions: list = dataclasses.field(default_factory=list, repr=False)
     _owners: list = dataclasses.field(default_factory=list, repr=False)  # id of the function
     _functions: Any = dataclasses.field(default_factory=weakref.WeakSet, repr=False)
+    _bound: list = dataclasses.field(default_factory=list, repr=False)  # (method, class) compiled
     _flat: list = dataclasses.field(default_factory=list, repr=False)  # per compile: flat_args
     _transformed: list = dataclasses.field(default_factory=list, repr=False)  # per compile
 
@@ -76,5 +82,26 @@ class WatchedFunction:
         """Traces by ``.lower``/``.trace``/``.eval_shape`` that compiled nothing."""
         return len(self.compiles) - self.count
 
+    @property
+    def inline(self) -> list[Compile]:
+        """Traces made inside another function's trace that compiled nothing of their own."""
+        return [c for c in self.compiles if c.inside and not c.compiled]
+
     def seconds(self, field: str) -> float:
         return sum(getattr(c, field) for c in self.compiles)
+
+    def seen(self, fun: Any) -> bool:
+        """Whether this function object (or an equal one) was compiled before."""
+        try:
+            return fun in self._functions
+        except TypeError:
+            return True  # cannot be weakly referenced: cannot tell, so do not blame it
+
+    def remember(self, fun: Any) -> None:
+        bound = bound_to(fun)  # a method of an object: which method, of which class
+        if bound is not None and bound not in self._bound:
+            self._bound = [*self._bound[-15:], bound]
+        try:
+            self._functions.add(fun)
+        except TypeError:
+            pass

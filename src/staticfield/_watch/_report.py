@@ -90,14 +90,19 @@ def _function_lines(f: Any) -> list[str]:
     where = f" ({f.location})" if f.location else ""
     plural = "compile" if f.count == 1 else "compiles"
     failed = f", and {f.failed_traces} trace(s) that raised" if f.failed_traces else ""
-    if f.uncompiled:
-        failed += f", and {f.uncompiled} trace(s) by .lower/.trace/.eval_shape"
+    inline = f.inline
+    if f.uncompiled > len(inline):
+        failed += f", and {f.uncompiled - len(inline)} trace(s) by .lower/.trace/.eval_shape"
     if f.loads:
         failed += f", {f.loads} loaded from the program store"
+    if inline:
+        failed += _inline(inline)
     lines = _fitted(f"{f.name}{where}: {f.count} {plural}{failed}", f"[{_seconds([f])}]")
     compiled_before = False
     for c in f.compiles:
         at = f" at {c.call_site}" if c.call_site else ""
+        if c in inline:
+            continue
         if not c.compiled:
             lines += wrap(f"#{c.number}{at}: traced by {c.via}, not compiled", "    ", "  ")
             continue
@@ -117,6 +122,16 @@ def _function_lines(f: Any) -> list[str]:
         if c.store:
             lines += wrap(f"({c.store})", "      ", "    ")
     return lines
+
+
+def _inline(traces: Sequence[Any]) -> str:
+    """``; traced 3 times inside the trace of solve (...)``: traces made while another
+    function was traced (a primitive's rule evaluating its implementation), said once."""
+    outers = list(dict.fromkeys(c.inside for c in traces))
+    times = "once" if len(traces) == 1 else f"{len(traces)} times"
+    return (f"; traced {times} inside the trace of {' and '.join(outers[:3])}"
+            f"{' and others' if len(outers) > 3 else ''} (inlined into its program; nothing "
+            "compiled on its own)")
 
 
 def _grouped(changes: Sequence[Any]) -> list[Any]:
@@ -200,6 +215,7 @@ def to_dict(functions: Sequence[Any], notices: Sequence[str], explained: bool) -
                         "via": c.via,
                         "compiled": c.compiled,
                         "store": c.store,
+                        "inside": c.inside,
                         **{t: round(getattr(c, t), 6) for t in _TIMES},
                         "changes": [
                             {"path": ch.path, "kind": ch.kind, "old": ch.old,

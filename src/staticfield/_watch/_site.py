@@ -17,8 +17,20 @@ from typing import Any, Callable
 import jax
 
 
-def unwrap_library(fun: Callable, args: tuple, kwargs: dict) -> tuple:
-    """The user's function and arguments behind equinox's filter_jit wrapper."""
+def unwrap_library(fun: Callable, ji: Any, args: tuple, kwargs: dict) -> tuple:
+    """The user's function and arguments behind a library's wrapper (equinox's filter_jit,
+    filter_eval_shape, a jit JAX made itself), how to tell a leaf held static, and the
+    static argument numbers and names that apply to the user's arguments: ``ji``'s
+    (``jax.jit``'s options) where nothing was unwrapped, else none (they were the wrapper's:
+    equinox jits its wrapper with ``static_argnums=2``, which is not the user's third)."""
+    found = _unwrap(fun, args, kwargs)
+    if found is not None:
+        return (*found, (), ())
+    static_argnums = tuple(getattr(ji, "static_argnums", ()) or ())
+    return fun, args, kwargs, None, static_argnums, tuple(getattr(ji, "static_argnames", ()) or ())
+
+
+def _unwrap(fun: Callable, args: tuple, kwargs: dict) -> tuple | None:
     if getattr(fun, "__module__", "") == "equinox._jit" and len(args) == 3:
         from equinox._compile_utils import hashable_combine  # type: ignore[import-not-found]
 
@@ -32,9 +44,7 @@ def unwrap_library(fun: Callable, args: tuple, kwargs: dict) -> tuple:
     if behind is not None:
         return (*behind, _not_an_array)
     inner = _behind_jax(fun, args, kwargs)
-    if inner is not None:
-        return (*inner, None)
-    return fun, args, kwargs, None
+    return (*inner, None) if inner is not None else None
 
 
 def is_eqx_eval_shape(fun: Callable) -> bool:

@@ -119,15 +119,22 @@ class watch:
         del stack[:-_OPEN_LIMIT]  # traces never compiled (.lower, eval_shape) are not kept forever
 
     def _traced(self, fun: Callable, ji: Any, dbg: Any, args: tuple, kwargs: dict) -> None:
+        """A trace begins (``_trace_over`` when it ends): one inside another's is named so."""
+        tracing = self._local.__dict__.setdefault("tracing", [])
+        outer = tracing[-1] if tracing else ""
         try:
-            self._record(fun, ji, dbg, args, kwargs)
+            tracing.append(self._record(fun, ji, dbg, args, kwargs, outer) or outer)
         except Exception as e:
+            tracing.append(outer)
             self._failed("its trace hook", e)
 
-    def _record(self, fun: Callable, ji: Any, dbg: Any, args: tuple, kwargs: dict) -> None:
-        user_fun, args, kwargs, static_leaf = unwrap_library(fun, args, kwargs)
-        static_argnums = tuple(getattr(ji, "static_argnums", ()) or ())
-        static_argnames = tuple(getattr(ji, "static_argnames", ()) or ())
+    def _trace_over(self) -> None:
+        tracing = self._local.__dict__.get("tracing")
+        if tracing:
+            tracing.pop()
+
+    def _record(self, fun: Callable, ji: Any, dbg: Any, args: tuple, kwargs: dict, outer: str) -> str:
+        user_fun, args, kwargs, static_leaf, static_argnums, static_argnames = unwrap_library(fun, ji, args, kwargs)
         user_call = getattr(fun, "__sf_user_call__", None)
         if user_call is not None:  # sf.jit/sf.jit_method: its instances rebuilt, statics back
             user_fun, args, kwargs, static_argnums, static_argnames = user_call(args, kwargs)
@@ -151,7 +158,7 @@ class watch:
         ident = user_fun if user_call is not None else fun
         if not eager and not entry.padding:
             if entry.compiles:
-                seen = stand_in or _seen(entry, ident) or all(o is None for o in entry._owners)
+                seen = stand_in or entry.seen(ident) or all(o is None for o in entry._owners)
                 own = not entry.note and seen
                 earlier = [d if not own or o is None or o == id(ident) else None
                            for d, o in zip(entry._descriptions, entry._owners)]
@@ -160,12 +167,12 @@ class watch:
                 if explain is not None:
                     changes = explain(changes)
                 if not entry.note and not own:
-                    changes.insert(0, _diff.new_function(ident))
+                    changes.insert(0, _diff.new_function(ident, entry._bound))
                 if all(entry._transformed):  # compiled only for transformations before
                     changes = [_diff.transformation(into=False)]
             if not stand_in:
-                _remember(entry, ident)
-        record = Compile(len(entry.compiles) + 1, call_site(), changes, via=via())
+                entry.remember(ident)
+        record = Compile(len(entry.compiles) + 1, call_site(), changes, via=via(), inside=outer)
         recompiles = getattr(fun, "__sf_recompiles__", None)
         if recompiles is not None and not changes:
             record.history = (recompiles, len(recompiles()))
@@ -179,6 +186,7 @@ class watch:
         names = (getattr(fun, "__name__", ""), getattr(getattr(fun, "func", None), "__name__", ""),
                  getattr(user_fun, "__name__", ""))
         self._push((record, tuple({squash(n) for n in names if isinstance(n, str)} - {""}), entry))
+        return entry.name
 
     def _loaded(self, fun: Callable, seconds: float, traced: bool) -> None:
         """A program of ``fun`` came from the program store: a load, not a compile (with
@@ -362,19 +370,3 @@ def _names_match(names: tuple[str, ...], fun_name: str) -> bool:
     event = squash(fun_name)
     return any(name in event for name in names)
 
-
-# -- which function objects a watched function has seen ----------------------------
-
-
-def _seen(entry: WatchedFunction, fun: Callable) -> bool:
-    try:
-        return fun in entry._functions
-    except TypeError:
-        return True  # cannot be weakly referenced: cannot tell, so do not blame it
-
-
-def _remember(entry: WatchedFunction, fun: Callable) -> None:
-    try:
-        entry._functions.add(fun)
-    except TypeError:
-        pass
