@@ -47,7 +47,7 @@ _OWN_DIRS = tuple(
 
 def available() -> bool:
     """Whether this JAX lets staticfield see the uses of the row count (else buckets run exact)."""
-    return all(_compat.get(k) is not None for k in ("dim_expr", "dim_expr_eq", "dim_expr_evaluate"))
+    return all(_compat.get(k) is not None for k in ("dim_expr", "dim_expr_evaluate"))
 
 
 def outside_jax(filename: str) -> bool:

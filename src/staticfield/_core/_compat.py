@@ -62,6 +62,8 @@ FEATURES = {
                    "same programs (a mismatch hangs in the first collective)"),
     "fast_check": "",  # a faster construction check only: without it, isinstance does the work
     "bucket_lines": "sf.BucketError cannot name the source line of the operation that mixes rows",
+    "bucket_rules": ("shape buckets refuse, as mixing rows, every primitive staticfield has no rule "
+                     "of its own for (JAX's elementwise classification is not there to ask)"),
     "buckets": ("buckets= cannot see how a function uses its row count, so every bucketed call "
                 "runs at its exact size (a program per size, as plain jax.jit)"),
     "hit_path": ("a cache hit of sf.jit, and of Cls.method(obj, ...), runs one Python frame of "
@@ -94,15 +96,15 @@ PRIVATE: tuple[Private, ...] = (
     # Shape buckets trace with a symbolic row count; every comparison and hash of it that
     # the user's code makes is recorded (a guard), through these two methods.
     Private("dim_expr", "jax._src.export.shape_poly", "_DimExpr", None, "buckets"),
-    Private("dim_expr_eq", "jax._src.export.shape_poly", "_DimExpr.__eq__", ("self", "other"), "buckets"),
     Private("dim_expr_evaluate", "jax._src.export.shape_poly", "_DimExpr._evaluate", ("self", "env"), "buckets"),
     # A primitive JAX batches as elementwise (its own classification) is row-wise: the rule
     # for primitives staticfield has no rule of its own for (new ones in a JAX release).
-    Private("primitive_batchers", "jax._src.interpreters.batching", "fancy_primitive_batchers", None, "buckets"),
+    Private("primitive_batchers", "jax._src.interpreters.batching", "fancy_primitive_batchers", None,
+            "bucket_rules"),
     Private("broadcast_batcher", "jax._src.interpreters.batching", "broadcast_batcher",
-            ("prim", "axis_data", "args", "dims"), "buckets"),
+            ("prim", "axis_data", "args", "dims"), "bucket_rules"),
     Private("vectorized_batcher", "jax._src.interpreters.batching", "vectorized_batcher",
-            ("prim", "axis_data", "batched_args", "batch_dims"), "buckets"),
+            ("prim", "axis_data", "batched_args", "batch_dims"), "bucket_rules"),
     # A bucket's program run with its callbacks rewired keeps each equation's source line.
     Private("user_context", "jax._src.source_info_util", "user_context", None, "bucket_lines"),
     # sf.no_compiles(): every XLA compile of any JAX function passes through it, after
