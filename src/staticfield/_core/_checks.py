@@ -88,4 +88,4 @@ def store(spec: Any, obj: Any, name: str, value: Any, convert: bool) -> None:
             value = freeze(value, f"{spec.cls.__qualname__}.{name}", name)
     elif spec.check and value.__class__ not in LEAF_OK and name not in spec.any_set:
         check_dynamic(spec.cls, name, value)
-    obj.__dict__[name] = value
+    obj._staticfield_dict[name] = value

@@ -98,7 +98,7 @@ def _build(
         raise TypeError(f"@sf.dataclass decorates a class, got {type(cls).__name__}.")
     if SPEC_ATTR in cls.__dict__:
         raise TypeError(f"{cls.__qualname__} is already an @sf.dataclass; decorate it once.")
-    for reserved in _state.DERIVED:
+    for reserved in _state.RESERVED:
         if reserved in cls.__dict__.get("__annotations__", {}):
             raise TypeError(f"{cls.__qualname__}: the field name {reserved!r} is reserved by staticfield.")
     if "__slots__" in cls.__dict__:
