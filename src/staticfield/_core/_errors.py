@@ -191,6 +191,11 @@ BAD_STATE = (
     "class definition."
 )
 
+MAPPABLE_CLASH = (
+    "{cls}: a field named {name!r} would hide the Mapping method {name}() that mappable=True "
+    "gives its instances. Rename the field, or drop mappable=True."
+)
+
 SLOTS = (
     "{cls} defines __slots__, but staticfield instances keep their fields in __dict__ "
     "(unflatten fills it in one update, and the flatten cache lives there). Remove "

@@ -30,6 +30,7 @@ class Spec:
     """
 
     any_set: frozenset[str] = frozenset()  # also for a spec pickled before leaves= existed
+    mappable = False  # also for a spec pickled before mappable= existed
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
