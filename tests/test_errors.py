@@ -423,7 +423,7 @@ def test_frozen_false_message():
 
 def test_unknown_option_message():
     """An unknown option names the class and lists the accepted options."""
-    with pytest.raises(TypeError, match=r"Bad: @sf\.dataclass got unknown option\(s\) weak; it takes check, eq, frozen, init, kw_only, match_args, repr, strict\."):
+    with pytest.raises(TypeError, match=r"Bad: @sf\.dataclass got unknown option\(s\) weak; it takes check, eq, frozen, init, kw_only, mappable, match_args, repr, strict\."):
 
         @sf.dataclass(weak=True)
         class Bad:
