@@ -28,7 +28,7 @@ from .._deps._check import enabled as check_enabled
 from .._deps._share import Deps, check_deps, stored_paths
 from .._core._deep import rebuild
 from .._core._errors import RecompileError, article
-from ._hints import add_hint
+from ._hints import add_hint, add_note
 from .._core import _front
 from ._hitpath import (deps_bound_call, deps_method_call, front_miss, general_call, method_call, plain_positional,
                        static_call, static_front_call, static_parameters)
@@ -487,6 +487,7 @@ class JitFunction(Programs):
         except BaseException as exc:
             tracker.abort(ticket)
             add_hint(exc, self.names, args, kwargs)
+            add_note(exc, self.names, args, kwargs, self.static_pos, self.static_names)
             raise
         if deferred is not None:  # the program store counts it: a load or a compile
             deferred.append(ticket)
