@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import agree, buckets, deps, dispatch, fields, hits, misses, nested, restart, variants, warmup, watch
+from . import agree, auto, buckets, deps, dispatch, fields, hits, misses, nested, restart, variants, warmup, watch
 from ._harness import Results
 
 
@@ -159,4 +159,9 @@ def evaluate(results: Results) -> list[Target]:
     on, off = g(agree.AGREE, agree.PARAM, agree.ON), g(agree.AGREE, agree.PARAM, agree.OFF)
     out.append(Target("new program spanning 2 processes: agreement check on / off", 1.05, True, _ratio(on, off),
                       _why((agree.ON, on), (agree.OFF, off))))
+    ours, theirs, plain = (g(auto.AUTO, "", n) for n in (auto.OURS, auto.EQX, auto.PLAIN))
+    out.append(Target(f"static=\"auto\" hit on a Newton solve: {auto.OURS} / {auto.EQX}", 0.6, True,
+                      _ratio(ours, theirs), _why((auto.OURS, ours), (auto.EQX, theirs))))
+    out.append(Target(f"static=\"auto\" hit on a Newton solve: {auto.OURS} / {auto.PLAIN}", 2.0, True,
+                      _ratio(ours, plain), _why((auto.OURS, ours), (auto.PLAIN, plain))))
     return out

@@ -46,6 +46,7 @@ from ._tracker import (
     default_warn_compiles,
 )
 from ._deps_args import RestDeps
+from ._auto_plan import AutoKey, partition_out, signature_of
 from ._programs import Programs
 from ._variant import Split, StaticArg, make_jitted
 
@@ -118,6 +119,7 @@ class JitFunction(Programs):
         self._jit_kwargs = {k: v for k, v in jit_kwargs.items() if k not in _OWN_KWARGS}
         self._jit_kwargs.update(resolve_donation(fn, self._jit_kwargs))
         self.has_static = bool(self.static_pos or self.static_names)
+        self.auto_signature: inspect.Signature | None = None  # static="auto": the user's (set by _auto)
         self.fast = method and not self.has_static and buckets is None
         # deps="read": programs shared by the statics the method reads (see _deps); with
         # static arguments, one Deps per value of the other arguments' keys (_deps_args).
@@ -379,6 +381,8 @@ class JitFunction(Programs):
         the variant of that base key, whose trace or stored key says what it reads)."""
         if self.deps is not None:
             return self.deps.made(vkey)[0]
+        if isinstance(vkey, AutoKey):
+            return self.auto_variant(vkey)
         if self.rest_deps is not None:
             return self.rest_deps.made(vkey)
         entry = self.variants.get(vkey)
@@ -402,6 +406,17 @@ class JitFunction(Programs):
                 entry = self.variants[vkey] = (self._make_jitted(vkey, layout, static_kwargs), split)
         return entry[0]
 
+    def auto_variant(self, vkey: AutoKey) -> Any:
+        """``static="auto"``: the front of variant ``vkey`` (made on first sight), which takes
+        the call's traced leaves (see ``_auto_plan``)."""
+        entry = self.variants.get(vkey)
+        if entry is None:
+            with self._lock:
+                entry = self.variants.get(vkey)
+                if entry is None:
+                    entry = self.variants[vkey] = (self._make_jitted(vkey, {}, ()), ())
+        return entry[0]
+
     def _make_method_jitted(self, key: Any) -> Any:
         """The variant of a method called with only ``self``'s key as static (``key.cls``'s)."""
         return self._make_jitted(key, {0: Split(SPECS[key.cls], key)}, ())
@@ -411,9 +426,10 @@ class JitFunction(Programs):
         C++ front of its own that every call path calls (``_front.unwrap`` gives it back)."""
         traced = functools.partial(self._traced, vkey)
         deps, base = self._deps_of(vkey)
+        auto = signature_of(vkey, self.auto_signature) if isinstance(vkey, AutoKey) else None
         jitted = make_jitted(self.fn, layout, static_kwargs, traced, self._jit_kwargs, self.static_pos,
                              _chain(deps.explain if deps is not None else None,
-                                    self.bucket_spec.explain if self.bucket_spec is not None else None))
+                                    self.bucket_spec.explain if self.bucket_spec is not None else None), auto)
         jitted = stored(jitted, self.fn, vkey, self._jit_kwargs, _VariantHooks(self, vkey, deps, base))
         # With a store, the store chooses each signature's program (StoredJit.answer, counted
         # by the store); else JAX's own miss, whose program is remembered for cache_size.
@@ -458,8 +474,12 @@ class JitFunction(Programs):
     def _traced(self, vkey: Any, args: tuple, kwargs: dict) -> Any:
         """The user's function while JAX traces it: described, budgeted, counted."""
         tracker = self.tracker
+        dyn = None
+        if isinstance(vkey, AutoKey):  # static="auto": the traced leaves; the user's call rebuilt
+            dyn, (args, kwargs) = args, vkey.user_call(self.auto_signature, args)
         try:
-            description = _describe.describe(self.names, args, kwargs, self.static_pos, self.static_names)
+            description = (_describe.describe(self.names, args, kwargs, self.static_pos, self.static_names)
+                           if dyn is None else vkey.describe(dyn))
         except Exception as exc:  # tracking must never break the user's call
             logger.warning("staticfield could not describe the arguments of %s (%s: %s); "
                                     "the call goes on", tracker.function, type(exc).__name__, exc)
@@ -482,12 +502,14 @@ class JitFunction(Programs):
             seen: set | None = None if deps is None else set()  # deps="read": what this trace read
             out = self.traced_fn(*args, **kwargs) if deps is None else deps.run(self.traced_fn, base, args,
                                                                                  kwargs, seen)
+            if dyn is not None:
+                out = partition_out(out)
             if several_processes():  # a multi-process job: every process makes this program
                 publish_traced(self, deps, base, seen)
         except BaseException as exc:
             tracker.abort(ticket)
             add_hint(exc, self.names, args, kwargs)
-            add_note(exc, self.names, args, kwargs, self.static_pos, self.static_names)
+            add_note(exc, self.names, args, kwargs, self.static_pos, self.static_names, dyn)
             raise
         if deferred is not None:  # the program store counts it: a load or a compile
             deferred.append(ticket)

@@ -104,10 +104,11 @@ NOTE_NESTED = (
 
 
 def add_note(exc: BaseException, names: list[str], args: tuple, kwargs: dict, static_pos: Any,
-             static_names: Any) -> None:
+             static_names: Any, traced_leaves: Any = None) -> None:
     """If a dynamic leaf of an instance among the traced call's arguments was a Python
     ``bool`` or ``int`` in the call (JAX's ``_trace_for_jit`` holds the call as it came),
-    add a note (PEP 678) naming those fields: where a ``TracerBoolConversionError`` or a
+    add a note (PEP 678) naming those fields (``traced_leaves``: the leaves JAX traced, where
+    they are not those of ``args``, as under ``static="auto"``): where a ``TracerBoolConversionError`` or a
     library's own check fails on the tracer, the field is named."""
     try:
         call = traced_call()
@@ -116,7 +117,7 @@ def add_note(exc: BaseException, names: list[str], args: tuple, kwargs: dict, st
         traced = ([a for i, a in enumerate(args) if i not in static_pos],
                   {k: v for k, v in kwargs.items() if k not in static_names})
         given = jax.tree_util.tree_leaves(call[1:])
-        here = jax.tree_util.tree_leaves(traced)
+        here = jax.tree_util.tree_leaves(traced if traced_leaves is None else traced_leaves)
         if len(given) != len(here):
             return
         python = {id(t): type(c).__name__ for t, c in zip(here, given) if type(c) in (bool, int)}
