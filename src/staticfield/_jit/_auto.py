@@ -72,9 +72,9 @@ class AutoJit:
                 return self._miss(args, kwargs, leaves, treedef)
             out = front(*shape.dynamic(leaves))
             if out.__class__ is Restore:  # outputs with non-array leaves: put them back (no call)
-                o = out.out
+                o = out.fget
                 full = o.template.copy()
-                for i, v in zip(o.positions, out.dynamic):
+                for i, v in zip(o.positions, out.fset):
                     full[i] = v
                 return o.treedef.unflatten(full)
             return out

@@ -140,15 +140,18 @@ class AutoKey:
 
 
 def signature_of(key: AutoKey, sig: inspect.Signature) -> inspect.Signature:
-    """What JAX is told of the variant's function: the user's parameters, binding the
-    traced leaves as the user's arguments (statics left out), so its errors and
-    ``jax_explain_cache_misses`` name them (``solver.rtol``), never ``args[3]``."""
+    """What JAX is told of the variant's function: the user's parameters (each as a plain
+    one: a ``**kwargs`` dict is named ``kwargs['k']``), binding the traced leaves as the
+    user's arguments (statics left out), so that its errors and ``jax_explain_cache_misses``
+    name them (``solver.rtol``), never ``args[3]``."""
+    kinds = inspect.Parameter
+    plain = inspect.Signature([kinds(n, kinds.POSITIONAL_OR_KEYWORD) for n in key.names])
 
     class AutoSignature(inspect.Signature):
         __slots__ = ()
 
         def bind(self, *dyn: Any, **kwargs: Any) -> inspect.BoundArguments:
-            return inspect.BoundArguments(sig, dict(zip(key.names, key.values(dyn, blank=True))))  # type: ignore[arg-type]
+            return inspect.BoundArguments(plain, dict(zip(key.names, key.values(dyn, blank=True))))  # type: ignore[arg-type]
 
     return AutoSignature(list(sig.parameters.values()), return_annotation=sig.return_annotation)
 
@@ -178,27 +181,28 @@ class _Out:
     def __reduce__(self) -> Any:
         return _Out, (self.treedef, self.mask, self.statics)
 
+    def __call__(self) -> None:  # (a Restore's fget: never called)
+        raise TypeError("not callable")
 
-class Restore:
+
+class Restore(property):
     """A function's output under ``static="auto"`` when it holds non-array leaves: JAX sees
-    the arrays (and keeps this node in the program's output tree, so that JAX's C++ fast
-    path, which flattens the outputs again, finds arrays only); the caller puts the other
-    leaves back (``AutoJit``: ``value``'s loop, inline)."""
-
-    __slots__ = ("dynamic", "out")
-
-    def __init__(self, dynamic: Any, out: _Out) -> None:
-        self.dynamic, self.out = dynamic, out
+    the arrays (``fset``) and keeps this node, with ``fget`` the ``_Out``, in the program's
+    output tree, so that JAX's C++ fast path, which flattens the outputs again, finds arrays
+    only; the caller puts the other leaves back (``value``, inline in ``AutoJit``). A
+    ``property`` only for its C constructor and attributes: JAX's unflatten
+    (``Restore(out, dynamic)``) and flatten (an ``attrgetter``) run no Python frame."""
 
     def value(self) -> Any:
         """The output as the function returned it."""
-        full = self.out.template.copy()
-        for i, v in zip(self.out.positions, self.dynamic):
+        out = self.fget
+        full = out.template.copy()
+        for i, v in zip(out.positions, self.fset):
             full[i] = v
-        return self.out.treedef.unflatten(full)
+        return out.treedef.unflatten(full)
 
 
-jax.tree_util.register_pytree_node(Restore, lambda r: (r.dynamic, r.out), lambda out, dyn: Restore(dyn, out))
+jax.tree_util.register_pytree_node(Restore, operator.attrgetter("fset", "fget"), Restore)
 
 
 def partition_out(out: Any) -> Any:
@@ -208,8 +212,8 @@ def partition_out(out: Any) -> Any:
     mask = tuple(isinstance(leaf, ARRAY_LEAVES) or isinstance(leaf, Tracer) for leaf in leaves)
     if all(mask):
         return out
-    return Restore([leaf for leaf, m in zip(leaves, mask) if m],
-                   _Out(treedef, mask, tuple(leaf for leaf, m in zip(leaves, mask) if not m)))
+    return Restore(_Out(treedef, mask, tuple(leaf for leaf, m in zip(leaves, mask) if not m)),
+                   [leaf for leaf, m in zip(leaves, mask) if m])
 
 
 # ----- one call shape ----------------------------------------------------------------------
