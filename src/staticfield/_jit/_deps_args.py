@@ -79,8 +79,9 @@ class RestDeps:
         return [entry for deps in list(self.by_rest.values()) for entry in list(deps.variants.values())]
 
     # ----- calls ---------------------------------------------------------------------------
-    def prepare(self, args: tuple, kwargs: dict) -> tuple[Deps, Any, Callable[[Any, tuple], Any]]:
-        """This call's ``Deps``, ``self``, and how to call a variant's ``jax.jit`` with it."""
+    def parts_of(self, args: tuple, kwargs: dict) -> tuple[Deps, Any, list, dict]:
+        """This call's ``Deps``, ``self``, and what a variant's ``jax.jit`` takes after
+        ``self``'s children: the other arguments, and the keywords left for JAX."""
         e = self.engine
         if not args or args[0].__class__ not in SPECS:
             e._not_an_instance(args[0] if args else None)
@@ -89,7 +90,12 @@ class RestDeps:
         deps = self.deps_for((tuple(parts[1:n]), tuple(parts[n:])))
         dyn = [None if i in e.static_pos else flat(a)[0] if parts[i] is not None else a
                for i, a in enumerate(args) if i]
-        return deps, args[0], lambda jitted, children: jitted(children, *dyn, **jax_kwargs)
+        return deps, args[0], dyn, jax_kwargs
+
+    def prepare(self, args: tuple, kwargs: dict) -> tuple[Deps, Any, Callable[[Any, tuple], Any]]:
+        """This call's ``Deps``, ``self``, and how to call a variant's ``jax.jit`` with it."""
+        deps, obj, dyn, jax_kwargs = self.parts_of(args, kwargs)
+        return deps, obj, lambda jitted, children: jitted(children, *dyn, **jax_kwargs)
 
     def call(self, *args: Any, **kwargs: Any) -> Any:
         deps, obj, invoke = self.prepare(args, kwargs)

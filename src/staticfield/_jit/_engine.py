@@ -135,7 +135,7 @@ class JitFunction(Programs):
         self._fast: dict[tuple, Any] = {}
         self.static_fronts: list[dict[tuple, Any]] = []  # C++ fronts by static values (_static_path)
         static_params = (static_parameters(fn, skip_self=method)
-                         if self.has_static and buckets is None and self.rest_deps is None else None)
+                         if self.has_static and buckets is None and (self.rest_deps is None or method) else None)
         static = {i for i, n in enumerate(static_params[0]) if i in self.static_pos or n in self.static_names} \
             if static_params is not None else set()
         self.call: Callable[..., Any] = (
@@ -162,6 +162,8 @@ class JitFunction(Programs):
         # key's program may change, so it is looked up on each call) and with static arguments.
         self.bound_call = (
             deps_bound_call(fn, self.variants, self.deps.retry) if self.deps
+            else (self._deps_static_path(static_params, static) if _front.available() else None)
+            if self.rest_deps is not None and static_params
             else self._static_path(static_params, static, bound=True)
             if static_params and method else None
         )
@@ -302,6 +304,48 @@ class JitFunction(Programs):
             return made
 
         return static_front_call(self.fn, names, defaults, static, fronts, make, self.static_miss, bound=bound)
+
+    def _deps_static_path(self, params: tuple[list[str], dict[str, Any]], static: set[int]) -> Any:
+        """``obj.method`` of a ``deps="read"`` method with static arguments: one type-strict
+        lookup of the static values, then a C++ front of theirs that takes ``self``'s deps
+        children and key (hashed into JAX's cache key, as ``deps_front`` takes them)."""
+        names, defaults = params
+        fronts: dict[tuple, Any] = {}
+        self.static_fronts.append(fronts)
+        positions = sorted(static)
+
+        def make(key: tuple, values: tuple) -> Any:
+            with self._lock:
+                made = fronts.get(key)
+                if made is None:
+                    made = fronts[key] = self._deps_static_front(positions, values)
+            return made
+
+        return static_front_call(self.fn, names, defaults, static, fronts, make,
+                                 lambda args, _: self.rest_deps.call(*args), bound=True, deps=True)
+
+    def _deps_static_front(self, positions: list[int], values: tuple) -> Any:
+        """The front of one tuple of static values for a ``deps="read"`` method: its miss
+        answers as ``deps_front_miss`` does (the program the key is installed on at the end
+        of the call, kept only then), for this rest of the arguments' ``Deps``."""
+        def full(children: Any, key: Any, dyn: tuple) -> tuple:
+            args = [rebuild(key, children), *dyn]
+            for i, value in zip(positions, values):
+                args.insert(i, value)
+            return tuple(args)
+
+        def miss(children: Any, key: Any, *dyn: Any) -> Any:
+            args = full(children, key, dyn)
+            deps, obj, call_dyn, jax_kwargs = self.rest_deps.parts_of(args, {})
+            answer = deps.call(obj, lambda jitted, kids: _front.jax_miss(jitted, (kids, *call_dyn), jax_kwargs))
+            if check_enabled():  # after the call: its retraces have recorded what they read
+                deps.check(obj, args[1:], {})
+            return answer
+
+        def python(children: Any, key: Any, *dyn: Any) -> Any:  # under jax.disable_jit()
+            return self.rest_deps.call(*full(children, key, dyn))
+
+        return self.make_front(python, miss, (1,))
 
     def _static_front(self, positions: list[int], values: tuple, self_key: Any) -> Any:
         """A C++ front for one tuple of static values (at ``positions``): it takes the other
