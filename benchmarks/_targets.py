@@ -159,6 +159,9 @@ def evaluate(results: Results) -> list[Target]:
     on, off = g(agree.AGREE, agree.PARAM, agree.ON), g(agree.AGREE, agree.PARAM, agree.OFF)
     out.append(Target("new program spanning 2 processes: agreement check on / off", 1.05, True, _ratio(on, off),
                       _why((agree.ON, on), (agree.OFF, off))))
+    for form in (deps.FRESH_PLAIN, deps.FRESH_STATIC):
+        got = g(deps.FRESH_REUSE, "", form)
+        out.append(Target(f"{form} (µs, median of processes)", 100.0, True, got, _why((form, got))))
     ours, theirs, plain = (g(auto.AUTO, "", n) for n in (auto.OURS, auto.EQX, auto.PLAIN))
     out.append(Target(f"static=\"auto\" hit on a Newton solve: {auto.OURS} / {auto.EQX}", 0.6, True,
                       _ratio(ours, theirs), _why((auto.OURS, ours), (auto.EQX, theirs))))

@@ -37,6 +37,8 @@ from .._core._spec import SPECS
 from .._core._state import flat
 from .._core._traceback import hide
 from .._store import Hooks, StoredJit, stored
+from .._store._key import signature as call_signature
+from .._core import _compat
 from .._buckets import BucketSpec
 from ._tracker import (
     TRACKER_COUNTERS,
@@ -59,6 +61,9 @@ _OWN_KWARGS = ("static_argnums", "static_argnames")
 
 # How many static variants a C++ front serves (see JitFunction._variant_added).
 FRONT_VARIANTS = 16
+
+_trace_context = _compat.get("trace_context") or (lambda: None)
+_trace_state_clean = _compat.get("trace_state_clean") or (lambda: False)
 
 _NO_INSTANCE = (
     "{name}() takes an instance of {cls} as `self`, got {got}: it was called on the class "
@@ -110,6 +115,7 @@ class JitFunction(Programs):
         self.method = method
         self.variants: dict[Any, tuple[Any, tuple]] = {}
         self.executables: set[int] = set()  # ids of the programs the variants' fronts ran (cache_size)
+        self.fastpath: dict[tuple, Any] = {}  # a variant front's answers by call signature (_remembered)
         self.tracker = Tracker(name, max_compiles, warn_compiles, self.live_entries)
         self._lock = threading.Lock()
         self._compiled: set = set()  # variant keys with a successful trace
@@ -477,20 +483,46 @@ class JitFunction(Programs):
         jitted = stored(jitted, self.fn, vkey, self._jit_kwargs, _VariantHooks(self, vkey, deps, base))
         # With a store, the store chooses each signature's program (StoredJit.answer, counted
         # by the store); else JAX's own miss, whose program is remembered for cache_size.
-        miss = jitted.answer if isinstance(jitted, StoredJit) else functools.partial(self._remembered, jitted)
+        box: list = [jitted, None]
+        miss = jitted.answer if isinstance(jitted, StoredJit) else functools.partial(self._remembered, box)
         front = self.make_front(jitted, miss)
         if front is None:
             return jitted
         front.__sf_jit__ = jitted
+        box[1] = front
         return front
 
-    def _remembered(self, jitted: Any, *dyn: Any, **kwargs: Any) -> Any:
+    def _remembered(self, box: list, *dyn: Any, **kwargs: Any) -> Any:
         """A variant front's miss: JAX's answer, its program kept in ``executables`` (the
-        programs ``cache_size`` counts, once each however many fronts and keys reach it)."""
+        programs ``cache_size`` counts, once each however many fronts and keys reach it).
+
+        Another front asks for this variant's answer when it reuses the program (a
+        ``deps="read"`` key new to its front, a static front's first call): where the call's
+        signature (structure, each leaf's aval, sharding and commitment, the trace context,
+        as the program store keys a program) is one this front already answered, the
+        program runs from the front's own C++ cache and the fast-path data kept from that
+        answer is given again, with no pass through JAX's Python dispatch."""
+        jitted, front = box
+        kept = self.fastpath
+        sig = None
+        asked, _front.ASKED.on = getattr(_front.ASKED, "on", False), False
+        if asked and _trace_state_clean():  # another front asks, outside any trace
+            leaves, tree = jax.tree_util.tree_flatten((dyn, kwargs))
+            try:
+                sig = (front, tree, call_signature(leaves), _trace_context())
+            except Exception:  # noqa: BLE001 - a leaf with no such signature (a typed PRNG key)
+                sig = None
+            if sig is not None and None in sig[2]:  # a tracer, or a leaf JAX itself must judge
+                sig = None
+            data = kept.get(sig) if sig is not None else None
+            if data is not None:  # (this front's own dispatch: a hit, or a miss that JAX serves)
+                return front(*dyn, **kwargs), data, False
         answer = _front.jax_miss(jitted, dyn, kwargs)
         program = getattr(answer[1], "xla_executable", None)
         if program is not None:  # its id only: JAX's entries decide how long it lives
             self.executables.add(id(program))
+            if sig is not None and len(kept) < 256:
+                kept[sig] = answer[1]
         return answer
 
     def _deps_of(self, vkey: Any) -> tuple[Deps | None, Any]:

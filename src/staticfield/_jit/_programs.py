@@ -32,6 +32,7 @@ class Programs:
     deps_front: Any  # deps="read": obj.method's C++ dispatch, or None
     static_fronts: list  # per static-argument hit path: its C++ fronts by static values
     executables: set
+    fastpath: dict  # a variant front's answers by call signature (_engine._remembered)
     bucket_spec: Any  # buckets=: its BucketSpec, or None
 
     def _jax_call(self, args: tuple, kwargs: dict) -> tuple[Any, list, dict]:
@@ -86,6 +87,7 @@ class Programs:
         for front in self.fronts():
             _front.clear(front)
         self.executables.clear()
+        self.fastpath.clear()
         self.tracker.programs_cleared()
 
     def fronts(self) -> list[Any]:
