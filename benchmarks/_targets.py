@@ -61,7 +61,7 @@ def evaluate(results: Results) -> list[Target]:
 
     for form, bound in ((hits.OBJ_METHOD, 1.03), (hits.CLS_METHOD, 1.03), (hits.INSTANCE, 1.03),
                         (hits.ARRAYS, 1.03), (hits.DEPS, 1.03), (hits.STATIC, 1.10),
-                        (hits.STATIC_METHOD, 1.10), (hits.STATIC_T, 1.10)):
+                        (hits.STATIC_METHOD, 1.10), (hits.STATIC_T, 1.10), (hits.DEPS_STATIC, 1.10)):
         ours, plain = g(hits.HITS, form, hits.OURS), g(hits.HITS, form, hits.JAX)
         out.append(Target(f"hit {form} / {hits.JAX} (median of processes)", bound, True, _ratio(ours, plain),
                           _why((hits.OURS, ours), (hits.JAX, plain))))
