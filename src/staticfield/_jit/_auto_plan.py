@@ -33,9 +33,8 @@ from typing import Any, Callable
 
 import jax
 
-from .._core._anyleaves import ARRAY_LEAVES, AnyLeaves, _ById
+from .._core._anyleaves import ARRAY_LEAVES, AnyLeaves, leaf_key
 from .._core._compat import Tracer
-from .._core._keys import keyable
 from .._core._spec import SPECS, is_instance
 from .._explain import _describe
 
@@ -56,14 +55,6 @@ def _getter(positions: list[int]) -> Callable[[list], Any]:
     if positions:
         return operator.itemgetter(slice(positions[0], positions[0] + 1))
     return operator.itemgetter(slice(0, 0))
-
-
-def _key_of(value: Any) -> Any:
-    try:
-        hash(value)
-    except Exception:  # noqa: BLE001 - unhashable: keyed by identity
-        return _ById(value)
-    return keyable(value)
 
 
 # ----- where each leaf sits ------------------------------------------------------------
@@ -99,7 +90,7 @@ class AutoKey:
 
     def __init__(self, names: tuple, treedef: Any, mask: tuple, statics: tuple, paths: tuple) -> None:
         self.names, self.treedef, self.mask, self.statics, self.paths = names, treedef, mask, statics, paths
-        self.keys = tuple(_key_of(s) for s in statics)
+        self.keys = tuple(leaf_key(s) for s in statics)
         self._hash = hash((names, treedef, mask, self.keys))
 
     def __hash__(self) -> int:
@@ -166,7 +157,7 @@ class _Out:
 
     def __init__(self, treedef: Any, mask: tuple, statics: tuple) -> None:
         self.treedef, self.mask, self.statics = treedef, mask, statics
-        self._keys = tuple(_key_of(s) for s in statics)
+        self._keys = tuple(leaf_key(s) for s in statics)
         st = iter(statics)
         self.template = [None if m else next(st) for m in mask]
         self.positions = tuple(i for i, m in enumerate(mask) if m)
