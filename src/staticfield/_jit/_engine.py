@@ -37,8 +37,6 @@ from .._core._spec import SPECS
 from .._core._state import flat
 from .._core._traceback import hide
 from .._store import Hooks, StoredJit, stored
-from .._store._key import signature as call_signature
-from .._core import _compat
 from .._buckets import BucketSpec
 from ._tracker import (
     TRACKER_COUNTERS,
@@ -62,8 +60,6 @@ _OWN_KWARGS = ("static_argnums", "static_argnames")
 # How many static variants a C++ front serves (see JitFunction._variant_added).
 FRONT_VARIANTS = 16
 
-_trace_context = _compat.get("trace_context") or (lambda: None)
-_trace_state_clean = _compat.get("trace_state_clean") or (lambda: False)
 
 _NO_INSTANCE = (
     "{name}() takes an instance of {cls} as `self`, got {got}: it was called on the class "
@@ -168,7 +164,7 @@ class JitFunction(Programs):
         # key's program may change, so it is looked up on each call) and with static arguments.
         self.bound_call = (
             deps_bound_call(fn, self.variants, self.deps.retry) if self.deps
-            else (self._deps_static_path(static_params, static) if _front.available() else None)
+            else (self.rest_deps.bound_path(static_params, static) if _front.available() else None)
             if self.rest_deps is not None and static_params
             else self._static_path(static_params, static, bound=True)
             if static_params and method else None
@@ -311,48 +307,6 @@ class JitFunction(Programs):
 
         return static_front_call(self.fn, names, defaults, static, fronts, make, self.static_miss, bound=bound)
 
-    def _deps_static_path(self, params: tuple[list[str], dict[str, Any]], static: set[int]) -> Any:
-        """``obj.method`` of a ``deps="read"`` method with static arguments: one type-strict
-        lookup of the static values, then a C++ front of theirs that takes ``self``'s deps
-        children and key (hashed into JAX's cache key, as ``deps_front`` takes them)."""
-        names, defaults = params
-        fronts: dict[tuple, Any] = {}
-        self.static_fronts.append(fronts)
-        positions = sorted(static)
-
-        def make(key: tuple, values: tuple) -> Any:
-            with self._lock:
-                made = fronts.get(key)
-                if made is None:
-                    made = fronts[key] = self._deps_static_front(positions, values)
-            return made
-
-        return static_front_call(self.fn, names, defaults, static, fronts, make,
-                                 lambda args, _: self.rest_deps.call(*args), bound=True, deps=True)
-
-    def _deps_static_front(self, positions: list[int], values: tuple) -> Any:
-        """The front of one tuple of static values for a ``deps="read"`` method: its miss
-        answers as ``deps_front_miss`` does (the program the key is installed on at the end
-        of the call, kept only then), for this rest of the arguments' ``Deps``."""
-        def full(children: Any, key: Any, dyn: tuple) -> tuple:
-            args = [rebuild(key, children), *dyn]
-            for i, value in zip(positions, values):
-                args.insert(i, value)
-            return tuple(args)
-
-        def miss(children: Any, key: Any, *dyn: Any) -> Any:
-            args = full(children, key, dyn)
-            deps, obj, call_dyn, jax_kwargs = self.rest_deps.parts_of(args, {})
-            answer = deps.call(obj, lambda jitted, kids: _front.jax_miss(jitted, (kids, *call_dyn), jax_kwargs))
-            if check_enabled():  # after the call: its retraces have recorded what they read
-                deps.check(obj, args[1:], {})
-            return answer
-
-        def python(children: Any, key: Any, *dyn: Any) -> Any:  # under jax.disable_jit()
-            return self.rest_deps.call(*full(children, key, dyn))
-
-        return self.make_front(python, miss, (1,))
-
     def _static_front(self, positions: list[int], values: tuple, self_key: Any) -> Any:
         """A C++ front for one tuple of static values (at ``positions``): it takes the other
         arguments (with ``self_key``, ``obj.method``'s: ``self``'s children first); its miss
@@ -491,39 +445,6 @@ class JitFunction(Programs):
         front.__sf_jit__ = jitted
         box[1] = front
         return front
-
-    def _remembered(self, box: list, *dyn: Any, **kwargs: Any) -> Any:
-        """A variant front's miss: JAX's answer, its program kept in ``executables`` (the
-        programs ``cache_size`` counts, once each however many fronts and keys reach it).
-
-        Another front asks for this variant's answer when it reuses the program (a
-        ``deps="read"`` key new to its front, a static front's first call): where the call's
-        signature (structure, each leaf's aval, sharding and commitment, the trace context,
-        as the program store keys a program) is one this front already answered, the
-        program runs from the front's own C++ cache and the fast-path data kept from that
-        answer is given again, with no pass through JAX's Python dispatch."""
-        jitted, front = box
-        kept = self.fastpath
-        sig = None
-        asked, _front.ASKED.on = getattr(_front.ASKED, "on", False), False
-        if asked and _trace_state_clean():  # another front asks, outside any trace
-            leaves, tree = jax.tree_util.tree_flatten((dyn, kwargs))
-            try:
-                sig = (front, tree, call_signature(leaves), _trace_context())
-            except Exception:  # noqa: BLE001 - a leaf with no such signature (a typed PRNG key)
-                sig = None
-            if sig is not None and None in sig[2]:  # a tracer, or a leaf JAX itself must judge
-                sig = None
-            data = kept.get(sig) if sig is not None else None
-            if data is not None:  # (this front's own dispatch: a hit, or a miss that JAX serves)
-                return front(*dyn, **kwargs), data, False
-        answer = _front.jax_miss(jitted, dyn, kwargs)
-        program = getattr(answer[1], "xla_executable", None)
-        if program is not None:  # its id only: JAX's entries decide how long it lives
-            self.executables.add(id(program))
-            if sig is not None and len(kept) < 256:
-                kept[sig] = answer[1]
-        return answer
 
     def _deps_of(self, vkey: Any) -> tuple[Deps | None, Any]:
         """The ``Deps`` that shares variant ``vkey``'s programs (``None`` for ``deps="all"``),
