@@ -182,3 +182,23 @@ def test_dataclasses_asdict_and_fields_agree_with_vars():
     """dataclasses.asdict and fields name what vars shows."""
     s = State(jnp.zeros(2), jnp.asarray(0))
     assert list(dataclasses.asdict(s)) == list(vars(s)) == [f.name for f in dataclasses.fields(s)]
+
+
+def test_without_the_namespace_mechanism_it_says_so_once_and_works(monkeypatch):
+    """The CPython mechanism (writing a class's namespace) is checked at import; where it is
+    missing, decorating says so once (a StaticFieldWarning naming Python's version), vars
+    also shows staticfield's entries, and everything else works."""
+    from staticfield._core import _compat, _vars
+
+    assert _compat.CLASS_NAMESPACE_PROBLEM == ""  # on every Python staticfield supports
+    monkeypatch.setattr(_compat, "class_namespace", lambda cls: None)
+    monkeypatch.setattr(_compat, "CLASS_NAMESPACE_PROBLEM", "staticfield: on Python X, vars(obj) also shows")
+    monkeypatch.setattr(_vars, "_warned", [])
+    with pytest.warns(sf.StaticFieldWarning, match=r"on Python X, vars\(obj\) also shows"):
+        class Old(sf.Struct):
+            w: jax.Array
+
+    o = Old(jnp.ones(2))
+    jax.tree.leaves(o)
+    assert "_staticfield_flat" in vars(o) and o.w.shape == (2,)
+    assert sf.jit(lambda m: m.w * 2)(o).tolist() == [2.0, 2.0]
