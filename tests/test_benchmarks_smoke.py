@@ -78,7 +78,7 @@ def test_every_target_is_reported(smoke):
     targets = data["targets"]
     # 19, the restart case's six (was two), shape buckets' two, warm-up's one, and the
     # hit-path case's nine (eight call forms, 1000 variants / 1), and the agreement check's one
-    assert len(targets) == 36
+    assert len(targets) == 41
     for t in targets:
         assert t["status"] in {"PASS", "FAIL", "SKIP"}
         assert (t["ratio"] is None) == (t["status"] == "SKIP")
