@@ -6,9 +6,9 @@ variants and its miss path (``_programs``: its AOT and cache methods; ``_deps_ar
 ``_bound`` makes ``obj.method`` (bound once, a pytree); ``_variant`` is one variant's
 ``jax.jit`` and what JAX is told of the user's function; ``_tracker`` holds the
 counters, budgets and recompile events; ``_args`` resolves ``jax.jit``'s options
-against a signature; ``_auto`` is ``static="auto"`` (each call's arguments partitioned
-as ``eqx.filter_jit`` does, before the engine sees them); ``_types`` is what type
-checkers see.
+against a signature; ``_auto`` is ``static="auto"``'s hit path and ``_auto_plan`` what a
+call shape becomes on a miss (arguments and outputs partitioned as ``eqx.filter_jit``
+does, defaults bound, the variant's key); ``_types`` is what type checkers see.
 
 A call goes: ``obj.method(x)`` → the bound method's hit path (``_hitpath``) looks up
 ``obj``'s static key in the variants → the variant's ``jax.jit`` with ``obj``'s
