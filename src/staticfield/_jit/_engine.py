@@ -21,7 +21,7 @@ from typing import Any, Callable
 import jax
 
 from .._agree import enabled as several_processes
-from ._agreement import publish, publish_traced
+from ._agreement import agreeing, publish, publish_traced
 from .._explain import _describe
 from ._args import check_jit_kwargs, qualname, resolve_donation, resolve_static
 from .._deps._check import enabled as check_enabled
@@ -418,7 +418,7 @@ class JitFunction(Programs):
         # With a store, the store chooses each signature's program (StoredJit.answer, counted
         # by the store); else JAX's own miss, whose program is remembered for cache_size.
         miss = jitted.answer if isinstance(jitted, StoredJit) else functools.partial(self._remembered, jitted)
-        front = self.make_front(jitted, miss)
+        front = self.make_front(jitted, agreeing(self, jitted, miss, deps, base))  # prepared: agree first
         if front is None:
             return jitted
         front.__sf_jit__ = jitted
