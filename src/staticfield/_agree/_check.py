@@ -6,8 +6,9 @@ description) of the k-th program of a function it runs (``_order``) under
 
 - the same digest: they agree;
 - another digest, and that process has not published this program at any index (the set
-  comparison): the difference is certain, and it raises at once (``ORDER``), naming every
-  process whose k-th differs and what differs;
+  comparison): the difference is certain, and it raises at once (``ORDER``; the processes
+  not read yet get ``GRACE`` seconds to publish theirs), naming every process whose k-th
+  differs and what differs;
 - nothing within ``STATICFIELD_HOST_CHECK_TIMEOUT`` seconds (a process that has not
   published at all, or only late): it raises (``MISMATCH``) naming the difference against
   that process's latest program of the function, unless it published this program at
@@ -31,6 +32,7 @@ from . import _order
 ENV = "STATICFIELD_HOST_CHECK"
 TIMEOUT_ENV = "STATICFIELD_HOST_CHECK_TIMEOUT"
 DEFAULT_TIMEOUT = 60.0
+GRACE = 1.0  # seconds the others get to publish once a difference is certain (for the message)
 _PREFIX = "staticfield/agree"
 
 ORDER = (
@@ -144,29 +146,30 @@ def _wait(client: Any, function: str, entries: dict[str, str], mine: str, k: int
         pass
     timeout = _timeout()
     deadline = time.monotonic() + timeout
+    read: dict[int, dict] = {}
     missing = []
     for other in range(count):
         if other == me:
             continue
         left = max(1, int((deadline - time.monotonic()) * 1000))
         try:
-            theirs = json.loads(client.blocking_key_value_get(f"{where}/{k}/{other}", left))
+            read[other] = theirs = json.loads(client.blocking_key_value_get(f"{where}/{k}/{other}", left))
         except Exception:
             missing.append(other)
             continue
-        if theirs.get("digest") == mine:
-            continue
-        published = _published(client, where)
-        if _has(published, other, mine):  # the same program, in another order: agreed as a set
-            continue
-        differ = {p: data.get("entries", {}) for (i, p), data in sorted(published.items())
-                  if i == k and data.get("digest") != mine and not _has(published, p, mine)}
+        if theirs.get("digest") != mine and not _has(_published(client, where), other, mine):
+            # Certain: that process runs another program here. The others that have not
+            # been read get a moment more, so that the error names every one that differs.
+            deadline = min(deadline, time.monotonic() + GRACE)
+    published = _published(client, where) if missing or any(
+        data.get("digest") != mine for data in read.values()) else {}
+    differ = {p: data.get("entries", {}) for p, data in read.items()
+              if data.get("digest") != mine and not _has(published, p, mine)}
+    if differ:
         raise HostMismatchError(ORDER.format(
             function=function, me=me, count=count, others=", ".join(map(str, differ)), nth=_nth(k + 1),
             difference=_grouped(entries, me, differ)))
-    if missing:
-        published = _published(client, where)
-        missing = [p for p in missing if not _has(published, p, mine)]
+    missing = [p for p in missing if not _has(published, p, mine)]
     if missing:
         raise HostMismatchError(MISMATCH.format(
             function=function, me=me, count=count, others=", ".join(map(str, missing)), timeout=timeout,
