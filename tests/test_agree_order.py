@@ -33,45 +33,32 @@ TRACES = []
 
 def body(name, self, batch):
     TRACES.append(name)
-    if name == "Slow" and me == 2:  # slow before its compile, in its trace
+    if name == "slow" and me == 2:  # slow before its compile, in its trace
         time.sleep(float(os.environ["SLOW"]))
     return (batch * self.n).sum()
 
 
 @sf.dataclass
-class Same:
+class Scaler:
+    """One method per case: each is a function of its own, with its own order."""
+
     n: int = sf.static(default=2)
 
     @sf.jit_method
-    def total(self, batch):
-        return body("Same", self, batch)
-
-
-@sf.dataclass
-class Differ:
-    n: int = sf.static(default=2)
+    def same(self, batch):
+        return body("same", self, batch)
 
     @sf.jit_method
-    def total(self, batch):
-        return body("Differ", self, batch)
-
-
-@sf.dataclass
-class Slow:
-    n: int = sf.static(default=2)
+    def differ(self, batch):
+        return body("differ", self, batch)
 
     @sf.jit_method
-    def total(self, batch):
-        return body("Slow", self, batch)
-
-
-@sf.dataclass
-class Warm:
-    n: int = sf.static(default=2)
+    def slow(self, batch):
+        return body("slow", self, batch)
 
     @sf.jit_method
-    def total(self, batch):
-        return body("Warm", self, batch)
+    def warm(self, batch):
+        return body("warm", self, batch)
 
 
 mesh = jax.make_mesh((jax.device_count(),), ("x",))
@@ -91,33 +78,33 @@ def timed(case, call):
     out[case] = found
 
 
-timed("same", lambda: float(Same(n=2).total(batch)))
-out["same"]["compiles"] = (Same.total.compile_count, TRACES.count("Same"))
-timed("differ", lambda: float(Differ(n=3 if me == 3 else 2).total(batch)))
-timed("after", lambda: float(Differ(n=2).total(batch)))  # the job goes on, in step
-timed("slow", lambda: float(Slow(n=2).total(batch)))
+timed("same", lambda: float(Scaler(n=2).same(batch)))
+out["same"]["compiles"] = (Scaler.same.compile_count, TRACES.count("same"))
+timed("differ", lambda: float(Scaler(n=3 if me == 3 else 2).differ(batch)))
+timed("after", lambda: float(Scaler(n=2).differ(batch)))  # the job goes on, in step
+timed("slow", lambda: float(Scaler(n=2).slow(batch)))
 
 # Warm-ups in different orders: process 1 prepares other programs (7 for 4) in reverse.
 sf.set_program_store(os.path.join(os.environ["STORE"], f"process{me}"))
 prepared = [7, 6, 5, 3, 2, 1] if me == 1 else [1, 2, 3, 4, 5, 6]
 try:
     for n in prepared:
-        Warm.total.precompile(Warm(n=n), batch)
-    Warm.total.clear_cache()  # as if this were the next process
+        Scaler.warm.precompile(Scaler(n=n), batch)
+    Scaler.warm.clear_cache()  # as if this were the next process
     summary = sf.warmup(workers=1, progress=False)
     out["warmup"] = {"prepared": summary.loaded + summary.compiled, "problems": summary.problems}
 except sf.HostMismatchError as exc:  # a preparation must not wait for the other processes
     out["warmup"] = {"error": str(exc)}
-compiles, totals = Warm.total.compile_count, []
+compiles, totals = Scaler.warm.compile_count, []
 
 
 def warm_calls():
     for n in [1, 2, 3, 7 if me == 1 else 4, 5, 6]:
-        totals.append(float(Warm(n=n).total(batch)))
+        totals.append(float(Scaler(n=n).warm(batch)))
 
 
 timed("warm", warm_calls)
-out["warm"].update(totals=totals, compiles=Warm.total.compile_count - compiles)
+out["warm"].update(totals=totals, compiles=Scaler.warm.compile_count - compiles)
 done(out)
 '''
 
@@ -149,7 +136,7 @@ def test_a_static_differing_on_one_process_raises_on_all_four_in_seconds(job):
         assert "error" in found, (me, found)
         assert found["seconds"] < QUICK, (me, found["seconds"])
         text = found["error"]
-        assert text.startswith(f"Differ.total: process {me} of 4 is about to run another program"), text
+        assert text.startswith(f"Scaler.differ: process {me} of 4 is about to run another program"), text
         if me == 3:  # each other process that had published within a moment of the first
             assert re.search(r"self\.n: 3 on process 3, 2 on process(es)? [012](, [012])*\.", text), text
         else:
@@ -159,7 +146,7 @@ def test_a_static_differing_on_one_process_raises_on_all_four_in_seconds(job):
 
 @linux
 def test_processes_that_caught_a_mismatch_go_on_in_step(job):
-    """After the mismatch, every process calls Differ(n=2).total: the 1st programs, which
+    """After the mismatch, every process calls Scaler(n=2).differ: the 1st programs, which
     did not agree, keep their rank, so this one is the 2nd everywhere (on processes 0-2
     too, where it is the program that failed), agrees and runs."""
     for me, result in enumerate(job):
