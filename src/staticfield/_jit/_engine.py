@@ -418,7 +418,8 @@ class JitFunction(Programs):
         # With a store, the store chooses each signature's program (StoredJit.answer, counted
         # by the store); else JAX's own miss, whose program is remembered for cache_size.
         miss = jitted.answer if isinstance(jitted, StoredJit) else functools.partial(self._remembered, jitted)
-        front = self.make_front(jitted, agreeing(self, jitted, miss, deps, base))  # prepared: agree first
+        # Its first run of a program prepared ahead (sf.warmup, precompile) agrees between processes.
+        front = self.make_front(jitted, agreeing(self, jitted, miss, deps, base))
         if front is None:
             return jitted
         front.__sf_jit__ = jitted
