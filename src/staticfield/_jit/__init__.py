@@ -19,9 +19,9 @@ and counts it (``_tracker``).
 Imports: ``_core``, ``_explain``, ``_deps``, ``_store`` (a variant's ``jax.jit`` is a
 ``_store.StoredJit`` while a program store is set), ``_buckets`` (with ``buckets=``, JAX
 traces the bucket body and calls go through the bucket front), ``_stance`` (the tracker
-refuses a compile inside ``sf.no_compiles()``) and ``_agree`` (a new trace in a
-multi-process job waits for the other processes' same program); nothing imports it but
-the package root.
+refuses a compile inside ``sf.no_compiles()``) and ``_agree`` (in a multi-process job, a
+new program agrees with the other processes' program of the same rank when its trace
+ends, or, prepared ahead, on its first run); nothing imports it but the package root.
 """
 
 from ._api import _SharedCache as _SharedCache  # pickles made by 0.1 name these

@@ -21,7 +21,7 @@ from typing import Any, Callable
 import jax
 
 from .._agree import enabled as several_processes
-from ._agreement import publish, publish_traced
+from ._agreement import agreeing, publish, publish_traced
 from .._explain import _describe
 from ._args import check_jit_kwargs, qualname, resolve_donation, resolve_static
 from .._deps._check import enabled as check_enabled
@@ -439,7 +439,8 @@ class JitFunction(Programs):
         # by the store); else JAX's own miss, whose program is remembered for cache_size.
         box: list = [jitted, None]
         miss = jitted.answer if isinstance(jitted, StoredJit) else functools.partial(self._remembered, box)
-        front = self.make_front(jitted, miss)
+        # Its first run of a program prepared ahead (sf.warmup, precompile) agrees between processes.
+        front = self.make_front(jitted, agreeing(self, jitted, miss, deps, base))
         if front is None:
             return jitted
         front.__sf_jit__ = jitted

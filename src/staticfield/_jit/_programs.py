@@ -17,6 +17,7 @@ from .._core import _compat
 from .._core import _front
 from .._store import StoredJit
 from .._store._key import signature as call_signature
+from ._agreement import ahead
 
 _trace_context = _compat.get("trace_context") or (lambda: None)
 _trace_state_clean = _compat.get("trace_state_clean") or (lambda: False)
@@ -115,8 +116,10 @@ class Programs:
         """Trace and compile the program for these arguments (arrays or
         ``jax.ShapeDtypeStruct``s) without running it: with a program store, load it or
         compile and store it; without one, into this function's cache. Either way a later
-        call with those avals traces nothing; a precompile counts as a compile."""
-        self._aot("precompile", args, kwargs)
+        call with those avals traces nothing; a precompile counts as a compile. In a
+        multi-process job the program agrees between processes on its first run."""
+        with ahead():
+            self._aot("precompile", args, kwargs)
 
     def clear_cache(self) -> None:
         """Drop every compiled program of every variant; ``compile_count`` stays a history,
