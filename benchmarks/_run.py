@@ -7,7 +7,7 @@ import dataclasses
 import json
 import time
 
-from . import agree, buckets, deps, dispatch, fields, hits, misses, nested, restart, stacking, variants, warmup, watch
+from . import agree, auto, buckets, deps, dispatch, fields, hits, misses, nested, restart, stacking, variants, warmup, watch
 from ._harness import Config, Results, Row, load_average, machine
 from ._report import update_docs, write
 from ._targets import Target, evaluate
@@ -26,6 +26,7 @@ RUNNERS = {
     "warmup": warmup.run,
     "hits": hits.run,
     "agree": agree.run,
+    "auto": auto.run,
 }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import agree, buckets, deps, dispatch, fields, hits, misses, nested, restart, variants, warmup, watch
+from . import agree, auto, buckets, deps, dispatch, fields, hits, misses, nested, restart, variants, warmup, watch
 from ._harness import Results
 
 
@@ -61,7 +61,7 @@ def evaluate(results: Results) -> list[Target]:
 
     for form, bound in ((hits.OBJ_METHOD, 1.03), (hits.CLS_METHOD, 1.03), (hits.INSTANCE, 1.03),
                         (hits.ARRAYS, 1.03), (hits.DEPS, 1.03), (hits.STATIC, 1.10),
-                        (hits.STATIC_METHOD, 1.10), (hits.STATIC_T, 1.10)):
+                        (hits.STATIC_METHOD, 1.10), (hits.STATIC_T, 1.10), (hits.DEPS_STATIC, 1.10)):
         ours, plain = g(hits.HITS, form, hits.OURS), g(hits.HITS, form, hits.JAX)
         out.append(Target(f"hit {form} / {hits.JAX} (median of processes)", bound, True, _ratio(ours, plain),
                           _why((hits.OURS, ours), (hits.JAX, plain))))
@@ -164,4 +164,12 @@ def evaluate(results: Results) -> list[Target]:
     on, off = g(agree.AGREE, agree.PARAM, agree.ON), g(agree.AGREE, agree.PARAM, agree.OFF)
     out.append(Target("new program spanning 2 processes: agreement check on / off", 1.05, True, _ratio(on, off),
                       _why((agree.ON, on), (agree.OFF, off))))
+    for form in (deps.FRESH_PLAIN, deps.FRESH_STATIC):
+        got = g(deps.FRESH_REUSE, "", form)
+        out.append(Target(f"{form} (µs, median of processes)", 100.0, True, got, _why((form, got))))
+    ours, theirs, plain = (g(auto.AUTO, "", n) for n in (auto.OURS, auto.EQX, auto.PLAIN))
+    out.append(Target(f"static=\"auto\" hit on a Newton solve: {auto.OURS} / {auto.EQX}", 0.6, True,
+                      _ratio(ours, theirs), _why((auto.OURS, ours), (auto.EQX, theirs))))
+    out.append(Target(f"static=\"auto\" hit on a Newton solve: {auto.OURS} / {auto.PLAIN}", 2.0, True,
+                      _ratio(ours, plain), _why((auto.OURS, ours), (auto.PLAIN, plain))))
     return out

@@ -13,6 +13,11 @@ reference row is a cache-hit call of the same method.
 number of compiles, for ``deps="read"``, ``deps="all"``, flax.struct and plain
 ``jax.jit`` with the name as ``static_argnums``.
 
+8e (``deps_reuse_fresh``): what DESIGN.md bounds (≤100 µs): the first call of each of
+``FRESH`` new instances differing only in an unread static, reusing the program, as the
+median over those calls, then the median over ``PROCESSES`` fresh processes; for
+``obj.method(x)`` and for ``obj.method(x, k=3)`` with ``static_argnames``.
+
 8d (``deps_nested``): the same one level down: N models whose two layers (``sf``
 instances in a tuple field) differ only in a static ``name`` the model's ``__call__``
 never reads: compiles and µs per model, ``deps="read"`` (N models) against ``deps="all"``
@@ -21,6 +26,12 @@ never reads: compiles and µs per model, ``deps="read"`` (N models) against ``de
 
 from __future__ import annotations
 
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from typing import Any, Callable
 
@@ -43,6 +54,12 @@ FLAX = "jax.jit + flax.struct"
 COMPILES = "deps_sweep_compiles"
 NESTED = "deps_nested"
 NESTED_COMPILES = "deps_nested_compiles"
+FRESH_REUSE = "deps_reuse_fresh"
+FRESH_PLAIN = 'obj.method(x), deps="read": first call of a new instance, reused'
+FRESH_STATIC = 'obj.method(x, k=3), deps="read" + static_argnames: first call of a new instance, reused'
+FRESH_HIT = ": cache hit (reference)"
+FRESH = 200
+PROCESSES = 5
 
 
 def _body(a: jax.Array, b: jax.Array, x: jax.Array, n: int) -> jax.Array:
@@ -107,6 +124,69 @@ def _reuse(results: Results, cfg: Config) -> None:
     results.add(REUSE, "", {READ_REUSE: min(times), **hit}, {READ_REUSE: "ours", READ_HIT: "baseline"})
     print(f"  {READ_REUSE}: {min(times):.1f} µs (fastest of {number}), "
           f"median {sorted(times)[len(times) // 2]:.1f} µs", flush=True)
+
+
+def fresh_worker(smoke: bool, out: str) -> None:
+    """One fresh process: the median µs of the first call of each new instance (8e)."""
+    count = [0]
+
+    @sf.dataclass
+    class Params:
+        a: jax.Array
+        b: jax.Array
+        n: sf.Static[int] = 3
+        name: sf.Static[str] = "p"  # never read
+
+        @sf.jit_method(deps="read", warn_compiles=None)
+        def step(self, x):
+            count[0] += 1
+            return _body(self.a, self.b, x, self.n)
+
+        @sf.jit_method(deps="read", static_argnames=("k",), warn_compiles=None)
+        def step_k(self, x, k):
+            count[0] += 1
+            return _body(self.a, self.b, x, self.n * k)
+
+    a, b, x = _inputs()
+    number = 3 if smoke else FRESH
+    medians = {}
+    for label, call in ((FRESH_PLAIN, lambda p: p.step(x)), (FRESH_STATIC, lambda p: p.step_k(x, k=3))):
+        first = Params(a, b)
+        jax.block_until_ready(call(first))
+        fresh = [Params(a, b, name=f"{len(medians)}-{i}") for i in range(number)]  # built outside the timing
+        times, hits = [], []
+        for p in fresh:
+            t0 = time.perf_counter_ns()
+            call(p)
+            t1 = time.perf_counter_ns()
+            call(first)  # the reference: a cache hit of the same method, timed alike
+            hits.append((time.perf_counter_ns() - t1) / 1e3)
+            times.append((t1 - t0) / 1e3)
+        medians[label] = statistics.median(times)
+        medians[label.split(":")[0] + FRESH_HIT] = statistics.median(hits)
+    medians["traces"] = count[0]
+    with open(out, "w") as f:
+        json.dump(medians, f)
+
+
+def _fresh(results: Results, cfg: Config) -> None:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    found: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(1 if cfg.smoke else PROCESSES):
+            out = os.path.join(tmp, f"{i}.json")
+            code = f"from benchmarks.deps import fresh_worker; fresh_worker({cfg.smoke!r}, {out!r})"
+            subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=root)
+            with open(out) as f:
+                for key, value in json.load(f).items():
+                    found.setdefault(key, []).append(value)
+    if any(t != 2 for t in found.pop("traces")):
+        results.note(f"{FRESH_REUSE}: a process traced more than once per method; the figures are not reuses")
+    figures = {k: statistics.median(v) for k, v in found.items()}
+    results.add(FRESH_REUSE, "", figures, {k: "baseline" if k.endswith(FRESH_HIT) else "ours" for k in figures})
+    for k, v in figures.items():
+        print(f"  {k}: {v:.1f} µs (median of {FRESH}, median of processes)", flush=True)
 
 
 def _flax_sweep() -> tuple[Callable[[int], Any], list[int]]:
@@ -205,6 +285,8 @@ def run(cfg: Config, results: Results) -> None:
     _hit(results, cfg)
     print('case 8b: a new instance reusing an existing program (deps="read")', flush=True)
     _reuse(results, cfg)
+    print("case 8e: the first call of a new instance reusing a program, fresh processes (deps=\"read\")", flush=True)
+    _fresh(results, cfg)
     print("case 8c: instances differing only in an unread static (jax#33043)", flush=True)
     _sweep(results, cfg)
     print("case 8d: models whose layers differ only in an unread static", flush=True)

@@ -47,9 +47,10 @@ STATIC = "jit(f, static_argnames)(a, b, x, k=3)"
 STATIC_METHOD = "obj.method(x, k=3), static_argnames"
 STATIC_T = "obj.method(x, 3), k: sf.Static[int]"
 DEPS = 'obj.method(x), deps="read"'
+DEPS_STATIC = 'obj.method(x, k=3), deps="read" + static_argnames'
 MANY = f"obj.method(x), last of {VARIANTS} variants"
 ONE = "obj.method(x), 1 variant"
-FORMS = (OBJ_METHOD, CLS_METHOD, INSTANCE, ARRAYS, STATIC, STATIC_METHOD, STATIC_T, DEPS, MANY, ONE)
+FORMS = (OBJ_METHOD, CLS_METHOD, INSTANCE, ARRAYS, STATIC, STATIC_METHOD, STATIC_T, DEPS, MANY, ONE, DEPS_STATIC)
 
 OURS = "staticfield"
 JAX = "jax.jit + register_dataclass"
@@ -89,6 +90,10 @@ def _ours(variants: int) -> list[Contender]:
         def step_read(self, x):
             return self.a * x + self.b * self.n
 
+        @sf.jit_method(deps="read", static_argnames=("k",))
+        def step_read_k(self, x, k):
+            return self.a * x + self.b * k
+
     p = Params(a, b, n)
     free = sf.jit(lambda p, x: p.a * x + p.b * p.n)
     arrays = sf.jit(lambda a, b, x: a * x + b * 3)
@@ -97,7 +102,7 @@ def _ours(variants: int) -> list[Contender]:
     return _contenders(OURS, "ours", (
         lambda: p.step(x), lambda: Params.step(p, x), lambda: free(p, x), lambda: arrays(a, b, x),
         lambda: static(a, b, x, k=3), lambda: p.step_k(x, k=3), lambda: p.step_t(x, 3),
-        lambda: p.step_read(x), many, one))
+        lambda: p.step_read(x), many, one, lambda: p.step_read_k(x, k=3)))
 
 
 def _contenders(who: str, kind: str, calls: tuple) -> list[Contender]:
@@ -175,7 +180,7 @@ def _jax(variants: int) -> list[Contender]:
     return _contenders(JAX, "baseline", (
         lambda: p.step(x), lambda: Params.step(p, x), lambda: free(p, x), lambda: arrays(a, b, x),
         lambda: static(a, b, x, k=3), lambda: p.step_k(x, k=3), lambda: p.step_t(x, 3),
-        lambda: p.step(x), many[0], one[0]))
+        lambda: p.step(x), many[0], one[0], lambda: p.step_k(x, k=3)))
 
 
 def _flax() -> list[Contender]:

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from _two_processes import run
+from _launch import run
 
 USER = '''
 import staticfield as sf
@@ -39,7 +39,7 @@ class Reader:
 '''
 
 SCRIPT = '''
-import json, os, time
+import os
 import jax, numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 import staticfield as sf
@@ -60,10 +60,7 @@ try:
         out["total"] = float(user.Reader(n=n, tag=os.environ.get(f"TAG_{me}", "a")).total(batch))
 except sf.HostMismatchError as exc:
     out["error"] = str(exc)
-print(json.dumps(out), flush=True)
-if me == 0:  # the coordinator: let the other process print before it goes
-    time.sleep(3)
-os._exit(0)  # a process whose partner failed must not wait in jax.distributed's shutdown
+done(out)
 '''
 
 linux = pytest.mark.skipif(sys.platform != "linux", reason="jax.distributed on CPU is tested on Linux")
@@ -148,7 +145,7 @@ def test_deps_read_loaded_without_a_trace_agrees_on_the_statics_it_read(job, tmp
 
 
 WARM = '''
-import json, os, time
+import os
 import jax, numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 import staticfield as sf
@@ -170,10 +167,7 @@ try:
             out["totals"] = [float(user.Scaler(n=n).total(batch)) for n in range(1, 7)]
 except (sf.HostMismatchError, sf.RecompileError) as exc:
     out["error"] = str(exc)[:300]
-print(json.dumps(out), flush=True)
-if me == 0:
-    time.sleep(3)
-os._exit(0)
+done(out)
 '''
 
 

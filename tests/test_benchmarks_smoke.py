@@ -77,9 +77,10 @@ def test_every_target_is_reported(smoke):
     _, out, data = smoke
     targets = data["targets"]
     # 19, the restart case's six (was two), shape buckets' four (compiles, a hit, the first
-    # call ever and a new bucket's first call), warm-up's one, and the hit-path case's nine
-    # (eight call forms, 1000 variants / 1), and the agreement check's one
-    assert len(targets) == 38
+    # call ever and a new bucket's first call), warm-up's one, the hit-path case's nine
+    # (eight call forms, 1000 variants / 1) and its deps="read" static-argument form, the
+    # agreement check's one, deps="read" reuse for a new key (two forms) and static="auto"'s two
+    assert len(targets) == 43
     for t in targets:
         assert t["status"] in {"PASS", "FAIL", "SKIP"}
         assert (t["ratio"] is None) == (t["status"] == "SKIP")

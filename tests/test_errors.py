@@ -423,7 +423,7 @@ def test_frozen_false_message():
 
 def test_unknown_option_message():
     """An unknown option names the class and lists the accepted options."""
-    with pytest.raises(TypeError, match=r"Bad: @sf\.dataclass got unknown option\(s\) weak; it takes check, eq, frozen, init, kw_only, match_args, repr, strict\."):
+    with pytest.raises(TypeError, match=r"Bad: @sf\.dataclass got unknown option\(s\) weak; it takes check, eq, frozen, init, kw_only, mappable, match_args, repr, strict\."):
 
         @sf.dataclass(weak=True)
         class Bad:
@@ -473,3 +473,27 @@ def test_undecorated_subclass_that_skips_super_init_gets_the_decorate_error():
     for action in (repr, hash, lambda o: o == o.__class__()):
         with pytest.raises(TypeError, match=r"Sub subclasses the staticfield dataclass .*Base but is not decorated itself.*Decorate it with @sf\.dataclass"):
             action(obj)
+
+
+def test_jaxpr_in_a_checked_field_gives_the_advice_that_works():
+    """A closure-converted function's Jaxpr in a dynamic field of a checked class names the
+    class and field and says check=False (a plain field the library's eqx.partition sees),
+    not leaves="any" (which breaks jax.grad through an implicit adjoint)."""
+    jaxpr = jax.make_jaxpr(jnp.sin)(1.0)
+
+    @sf.dataclass
+    class State:
+        fn: object
+
+    with pytest.raises(TypeError, match=r"State\.fn\S*: a (Closed)?Jaxpr \(a closure-converted function\) is not an "
+                                        r"array.*`@sf\.dataclass\(check=False\)` \(or `class State\(sf\.Struct, "
+                                        r"check=False\)`\).*Not sf\.field\(leaves=\"any\"\)"):
+        State(jaxpr)
+    with pytest.raises(TypeError, match=r"State\.fn\[1\]\S*: a (Closed)?Jaxpr"):
+        State((jnp.ones(1), jaxpr))
+
+    @sf.dataclass(check=False)
+    class Fine:
+        fn: object
+
+    assert Fine(jaxpr).fn is jaxpr

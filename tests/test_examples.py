@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import re
 import runpy
+import sys
 from pathlib import Path
 
 import pytest
 
 import staticfield as sf
+from _launch import launch
 from staticfield import examples
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,10 +43,10 @@ def normalise(text: str) -> str:
 
 
 def test_every_example_module_has_a_page():
-    """Each module listed in EXAMPLES exists, and each has exactly one page, and vice versa."""
+    """Each module listed in EXAMPLES or SCRIPTS exists, and each has exactly one page, and vice versa."""
     modules = {p.stem for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "watch_demo")}
     pages = {p.stem for p in PAGES.glob("*.md")}
-    assert set(examples.EXAMPLES) == modules == pages
+    assert set(examples.EXAMPLES) | set(examples.SCRIPTS) == modules == pages
 
 
 @pytest.mark.parametrize("name", examples.EXAMPLES)
@@ -136,3 +138,26 @@ def test_serving_buckets(capsys: pytest.CaptureFixture[str]):
     assert set(result["buckets"]) == buckets
     assert all(c.kind == "bucket" for e in result["recompiles"] for c in e.changes)
     assert "x.shape[0]: 236 → bucket 256 (was bucket 64)" in printed
+
+
+# ----- scripts of several processes ---------------------------------------------------------
+@pytest.mark.parametrize("name", examples.SCRIPTS)
+def test_script_page_code_is_the_module(name: str):
+    """The page shows the script verbatim (```py: shown, never run in the docs' one process)."""
+    page = (PAGES / f"{name}.md").read_text()
+    assert fenced(page, "py") == [(PACKAGE / f"{name}.py").read_text()]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="jax.distributed on CPU is tested on Linux")
+@pytest.mark.parametrize("mismatch", ["", "1"], ids=["agree", "mismatch"])
+def test_two_processes_prints_what_its_page_shows(mismatch: str):
+    """Run as the two processes of a job by tests/_launch.py (which sets the variables its
+    docstring's command line leaves to the script's defaults, with a free port), the
+    script prints the page's lines: both totals, or with MISMATCH=1 both processes'
+    sf.HostMismatchError naming `self.n`."""
+    page = (PAGES / "two_processes.md").read_text()
+    expected = fenced(page, "text")[2 if mismatch else 1]
+    finished = launch([sys.executable, "-m", "staticfield.examples.two_processes"], processes=2, devices=2,
+                      env={"MISMATCH": mismatch}, timeout=90)
+    printed = [line for f in finished for line in f.out.splitlines() if line.startswith("process ")]
+    assert "\n".join(printed) + "\n" == expected

@@ -54,6 +54,10 @@ class Model:
     def typed_step(self, x, k: sf.Static[int]):
         return self.w * x + k
 
+    @sf.jit_method(deps="read", static_argnames=("k",))
+    def read_static_step(self, x, k):
+        return self.w * x * self.n + k
+
 
 @sf.jit
 def free(model, x):
@@ -129,6 +133,26 @@ def test_static_arguments_take_one_lookup():
                 call()
         counts.append(calls.count / HITS - 1)  # less the lambda's own frame
     assert counts == [1.0, 1.0, 1.0]
+
+
+def test_deps_read_with_static_arguments_takes_one_lookup():
+    """deps="read" with static_argnames is a static-argument form: obj.method(x, k=1) takes
+    one type-strict lookup (at most 3 Python calls per hit; here exactly 1), for the
+    instance that compiled and for one that shares its program; k=1 and k=1.0 stay apart."""
+    model, x = _model(), jnp.ones(3)
+    other = sf.replace(model, mode="b")  # a static read_static_step never reads: shares the program
+    for _ in range(2):
+        model.read_static_step(x, k=1), other.read_static_step(x, k=1)
+    assert Model.read_static_step.compile_count == 1
+    with _Calls() as calls:
+        for _ in range(HITS):
+            model.read_static_step(x, k=1)
+            other.read_static_step(x, k=1)
+    assert calls.count / (2 * HITS) == 1.0
+    assert model.read_static_step(x, k=1.0).dtype == jnp.float32
+    assert Model.read_static_step.compile_count == 2
+    np.testing.assert_array_equal(sf.replace(model, n=3).read_static_step(x, k=1), x * 3 + 1)
+    assert Model.read_static_step.compile_count == 3
 
 
 def test_deps_read_hit_runs_no_python():

@@ -2,59 +2,30 @@
 
 ``==``, ``sf.from_state_dict`` and ``sf.unstack`` of instances whose leaves are global
 arrays (shards in both processes) run in tests/_multiprocess_checks.py, launched here as two
-processes on localhost (gloo collectives), as the multi-host example of the sharding
-tests is.
+processes on 127.0.0.1 (gloo collectives) by tests/_launch.py, as the multi-host example of
+the sharding tests is.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import pathlib
-import socket
-import subprocess
 import sys
 
 import pytest
 
+from _launch import launch
+
 HERE = pathlib.Path(__file__).resolve().parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def results() -> list[dict[str, dict]]:
     """Each process's check results, by check name."""
-    port = _free_port()
-    base = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(HERE / "_multiprocess_checks.py")],
-            env={**base, "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
-                 "JAX_CPU_COLLECTIVES_IMPLEMENTATION": "gloo", "COORDINATOR_ADDRESS": f"localhost:{port}",
-                 "NUM_PROCESSES": "2", "PROCESS_ID": str(i)},
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-        for i in range(2)
-    ]
-    outputs = []
-    try:
-        for p in procs:
-            out, err = p.communicate(timeout=240)
-            outputs.append((p.returncode, out, err))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    assert all(rc == 0 for rc, _, _ in outputs), "\n".join(
-        f"process {i} exited with {rc}:\n{err[-3000:]}" for i, (rc, _, err) in enumerate(outputs))
-    return [{r["check"]: r for r in map(json.loads, (line for line in out.splitlines() if line.startswith("{")))}
-            for _, out, _ in outputs]
+    finished = launch([sys.executable, str(HERE / "_multiprocess_checks.py")], processes=2, devices=4,
+                      timeout=240)
+    return [{r["check"]: r for r in map(json.loads, (line for line in f.out.splitlines() if line.startswith("{")))}
+            for f in finished]
 
 
 @pytest.mark.parametrize("check", ["eq", "eq_refused", "state_dict", "unstack", "reversed_mesh", "local_state"])

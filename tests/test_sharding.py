@@ -13,7 +13,6 @@ import json
 import os
 import pathlib
 import re
-import socket
 import subprocess
 import sys
 import textwrap
@@ -26,6 +25,7 @@ from jax.sharding import AbstractMesh, AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import staticfield as sf
+from _launch import launch
 
 HERE = pathlib.Path(__file__).resolve().parent
 DOCS = HERE.parent / "docs"
@@ -422,12 +422,6 @@ def test_8dev_docs_sharding_page_runs(eight):
 # --- two processes -------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
-
-
 def _multihost_block() -> str:
     text = (DOCS / "sharding.md").read_text()
     m = re.search(r'^```python title="train_multihost.py"\n(.*?)^```', text, re.M | re.S)
@@ -440,42 +434,12 @@ def test_multihost_example_runs_as_two_processes(eight, tmp_path):
     reference = _passed(eight, "docs_multihost_example_on_one_process")
     script = tmp_path / "train_multihost.py"
     script.write_text(_multihost_block())
-    port = _free_port()
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(script)],
-            env=_env(
-                XLA_FLAGS="--xla_force_host_platform_device_count=4",
-                JAX_CPU_COLLECTIVES_IMPLEMENTATION="gloo",
-                COORDINATOR_ADDRESS=f"localhost:{port}",
-                NUM_PROCESSES="2",
-                PROCESS_ID=str(i),
-            ),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=tmp_path,
-        )
-        for i in range(2)
-    ]
-    outputs = []
-    try:
-        for p in procs:
-            out, err = p.communicate(timeout=120)
-            outputs.append((p.returncode, out, err))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    # One process failing usually makes the other fail too: show both, the first cause is in one.
-    assert all(rc == 0 for rc, _, _ in outputs), "\n".join(
-        f"process {i} exited with {rc}:\n{out[-1000:]}\n{err[-3000:]}" for i, (rc, out, err) in enumerate(outputs)
-    )
+    # One process failing usually makes the other fail too: launch shows both.
+    finished = launch([sys.executable, str(script)], processes=2, devices=4, timeout=120, cwd=tmp_path)
     want = float(reference.split()[-1])
-    for i, (_, out, _) in enumerate(outputs):
-        m = re.search(rf"^process {i}: loss (\S+)$", out, re.M)
-        assert m, out
+    for i, f in enumerate(finished):
+        m = re.search(rf"^process {i}: loss (\S+)$", f.out, re.M)
+        assert m, f.out
         assert float(m.group(1)) == pytest.approx(want, rel=1e-5, abs=1e-6)
 
 

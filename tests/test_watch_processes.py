@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import staticfield as sf
-from _two_processes import run
+from _launch import run
 
 SCRIPT = '''
 import io, json, os, sys, contextlib
@@ -26,11 +26,7 @@ with open(target, "w") as f:
 err = io.StringIO()
 with contextlib.redirect_stderr(err):
     status = main(["--json", os.path.join(os.environ["OUT"], "watch-{process}.json"), target])
-print(json.dumps({"header": header, "status": status, "cli": err.getvalue().strip().splitlines()[0]}), flush=True)
-if jax.process_index() == 0:
-    import time
-    time.sleep(2)
-os._exit(0)
+done({"header": header, "status": status, "cli": err.getvalue().strip().splitlines()[0]})
 '''
 
 

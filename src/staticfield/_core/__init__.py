@@ -7,7 +7,9 @@ unflatten (``_codegen``, through the one code-generation helper ``_gen``); const
 checks and freezing of static values (``_checks``, ``_freeze``, ``FrozenDict``); the
 type-strict static keys (``_keys``); abstract methods, ``AbstractVar`` and
 ``AbstractClassVar`` (``_abstract``); ``leaves="any"`` fields' split of array and
-other leaves (``_anyleaves``); per-instance state (``_state``, its one owner);
+other leaves (``_anyleaves``); per-instance state (``_state``, its one owner) and what
+``vars(obj)`` shows of it (``_vars``: the fields alone); ``mappable=True`` instances as
+``Mapping``s (``_mapping``);
 instance semantics and display (``_instance``, ``_display``); the exception classes
 (``_errors``); the hiding of staticfield's frames from tracebacks (``_traceback``); the
 class attribute of each static field (``_slots``) and ``deps="read"``'s flatten with nested

@@ -44,7 +44,8 @@ class _ById:
         return other.__class__ is _ById and other.value is self.value  # type: ignore[attr-defined]
 
 
-def _key(leaf: Any) -> Any:
+def leaf_key(leaf: Any) -> Any:
+    """A non-array leaf's key: type-strict by value where hashable, else by identity."""
     try:
         hash(leaf)
     except Exception:  # noqa: BLE001 - unhashable: keyed by identity
@@ -60,7 +61,7 @@ class Split:
 
     def __init__(self, treedef: Any, mask: tuple[bool, ...], statics: tuple) -> None:
         self.treedef, self.mask, self.statics = treedef, mask, statics
-        self.keys = tuple(_key(s) for s in statics)
+        self.keys = tuple(leaf_key(s) for s in statics)
         self._hash = hash((treedef, mask, self.keys))
 
     def __hash__(self) -> int:

@@ -53,6 +53,9 @@ def check_dynamic(cls: type, name: str, value: Any) -> None:
             raise TypeError(
                 _errors.BAD_DYNAMIC_DTYPE.format(where=where, dtype=leaf.dtype, field=name)
             )
+        if type(leaf).__name__ in ("Jaxpr", "ClosedJaxpr") and type(leaf).__module__.startswith("jax"):
+            raise TypeError(_errors.JAXPR_IN_FIELD.format(
+                where=where, a_type=_errors.article(type(leaf).__name__), field=name, name=cls.__name__))
         is_fn = callable(leaf) and not isinstance(leaf, type)
         tname = "function" if is_fn else type(leaf).__name__
         if not path:  # the whole value: the field holds this one thing
@@ -88,4 +91,4 @@ def store(spec: Any, obj: Any, name: str, value: Any, convert: bool) -> None:
             value = freeze(value, f"{spec.cls.__qualname__}.{name}", name)
     elif spec.check and value.__class__ not in LEAF_OK and name not in spec.any_set:
         check_dynamic(spec.cls, name, value)
-    obj.__dict__[name] = value
+    obj._staticfield_dict[name] = value

@@ -38,7 +38,7 @@ def _init_lines(spec: Spec, initvars: list[dataclasses.Field], ns: dict[str, Any
     """Source lines of ``__init__`` (signature first)."""
     cls = spec.cls
     positional, kw_only, body = [], [], []
-    body.append("    __sf_d = __sf_self.__dict__")
+    body.append("    __sf_d = __sf_self._staticfield_dict")
     body.append("    __sf_mode = 0")
     body.append("    if __sf_self.__class__ is not __sf_cls or __sf_d:")
     body.append("        __sf_mode = __sf_prepare(__sf_self, __sf_cls)")
@@ -122,9 +122,9 @@ def _make_key_lines(spec: Spec) -> list[str]:
     """
     names = spec.static_names
     if not names:
-        return ["def make_key(o):", f"    o.__dict__[{KEY_ATTR!r}] = __sf_KEY0", "    return __sf_KEY0"]
+        return ["def make_key(o):", f"    o._staticfield_dict[{KEY_ATTR!r}] = __sf_KEY0", "    return __sf_KEY0"]
     values = [f"v{i}" for i in range(len(names))]
-    lines = ["def make_key(o):", "    __sf_d = o.__dict__"]
+    lines = ["def make_key(o):", "    __sf_d = o._staticfield_dict"]
     lines += [f"    {v} = __sf_d[{n!r}]" for v, n in zip(values, names)]
     internable = " and ".join(
         f"({v}.__class__ in __sf_INTERN and ({v}.__class__ is not __sf_float or ({v} == {v} and {v} != 0.0)))"
@@ -157,7 +157,7 @@ def _child(spec: Spec, name: str, expr: str) -> str:
 def _pytree_lines(spec: Spec) -> list[str]:
     dyn = spec.dynamic_names
     get_key = [
-        "    __sf_d = o.__dict__",
+        "    __sf_d = o._staticfield_dict",
         "    try:",
         f"        k = __sf_d[{KEY_ATTR!r}]",
         "    except KeyError:",
@@ -167,7 +167,7 @@ def _pytree_lines(spec: Spec) -> list[str]:
     lines = [*_make_key_lines(spec), ""]
     if spec.any_set:  # the nodes of the flatten cache: an unflattened instance keeps its split
         keyed = "".join(f"(__sf_K_{i}, __sf_c[{i}]), " for i in range(len(dyn)))
-        lines += ["def flatten_with_keys(o):", f"    __sf_c, k = o.__dict__.get({FLAT_ATTR!r}) or flat(o)",
+        lines += ["def flatten_with_keys(o):", f"    __sf_c, k = o._staticfield_dict.get({FLAT_ATTR!r}) or flat(o)",
                   f"    return ({keyed}), k", ""]
     else:
         keyed = "".join(f"(__sf_K_{i}, __sf_d[{n!r}]), " for i, n in enumerate(dyn))
@@ -176,7 +176,7 @@ def _pytree_lines(spec: Spec) -> list[str]:
     lines += [
         "def unflatten(k, children):",
         "    o = __sf_new(__sf_cls)",
-        "    __sf_d = o.__dict__",
+        "    __sf_d = o._staticfield_dict",
         "    __sf_d.update(k.state)",
         f"    __sf_d[{KEY_ATTR!r}] = k",
     ]

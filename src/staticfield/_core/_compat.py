@@ -8,6 +8,9 @@ that feature says so once, in one sentence naming the JAX version (``unavailable
 the rest of the library works. ``tests/test_compat.py`` pins every name against
 the installed JAX, so a release that changes one fails CI on the day it lands.
 
+The one CPython mechanism staticfield relies on beyond the language (writing a class's
+namespace, for ``vars(obj)``) is checked here too, at the end.
+
 Imports: JAX and the standard library only (it sits in ``_core`` so that every
 layer may use it).
 """
@@ -15,6 +18,7 @@ layer may use it).
 from __future__ import annotations
 
 import dataclasses
+import gc
 import importlib
 import inspect
 import sys
@@ -279,3 +283,56 @@ def traced_call() -> tuple[Any, tuple, dict] | None:
     if found is None:
         return None
     return found.get("fun"), tuple(found.get("args") or ()), dict(found.get("kwargs") or {})
+
+
+# --- CPython: a class's own namespace ------------------------------------------------
+# ``vars(obj)`` shows an instance's fields only (``_vars``): a decorated class's ``__dict__``
+# attribute is a descriptor of staticfield's. CPython refuses ``setattr(cls, "__dict__",
+# ...)``, so it is written into the class's namespace, the dict behind ``cls.__dict__``'s
+# mappingproxy (its one referent, ``gc.get_referents``); a ``setattr`` on the class right
+# after tells CPython the namespace changed. Checked here, once, on a class of our own.
+
+CLASS_NAMESPACE_PROBLEM = ""
+
+
+def _namespace(cls: type) -> dict | None:
+    found = gc.get_referents(cls.__dict__)
+    return found[0] if len(found) == 1 and type(found[0]) is dict else None
+
+
+def _check_namespace() -> str:
+    class Probe:
+        pass
+
+    class Shown:
+        def __get__(self, obj: Any, owner: Any = None) -> Any:
+            return {"shown": True} if obj is not None else self
+
+    probe = Probe()
+    probe.hidden = 1
+    try:
+        ns = _namespace(Probe)
+        if ns is None or "__module__" not in ns:
+            return "gc.get_referents(cls.__dict__) does not give the class's namespace"
+        ns["__dict__"] = Shown()
+        Probe.touched = True
+        if vars(probe) != {"shown": True} or probe.hidden != 1:
+            return "a __dict__ descriptor written into a class's namespace is not what vars() reads"
+    except Exception as exc:  # noqa: BLE001 - any failure: the mechanism is not there
+        return f"writing a class's namespace failed ({type(exc).__name__}: {exc})"
+    return ""
+
+
+def class_namespace(cls: type) -> dict | None:
+    """The dict behind ``cls.__dict__`` (write it, then ``setattr`` on ``cls``); ``None``
+    where this Python does not give it as checked at import."""
+    return None if CLASS_NAMESPACE_PROBLEM else _namespace(cls)
+
+
+_problem = _check_namespace()
+if _problem:
+    CLASS_NAMESPACE_PROBLEM = (
+        f"staticfield: on Python {sys.version.split()[0]}, vars(obj) and obj.__dict__ also show "
+        f"staticfield's cached entries beside an instance's fields, because {_problem}."
+    )
+del _problem

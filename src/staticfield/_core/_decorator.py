@@ -8,7 +8,7 @@ from typing import Any, Callable, TypeVar, overload
 
 from typing_extensions import dataclass_transform
 
-from . import _abstract, _deep, _display, _errors, _instance, _marks, _state
+from . import _abstract, _deep, _display, _errors, _instance, _mapping, _marks, _state
 from ._marks import _Constant as _Constant  # noqa: F401 - pickles made by 0.1 name it here
 from ._codegen import generate
 from ._field import field, static
@@ -92,13 +92,14 @@ def _has_own_replace(cls: type) -> bool:
 
 
 def _build(
-    cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_args: bool, check: bool, strict: bool
+    cls: C, *, init: bool, repr: bool, eq: bool, kw_only: bool, match_args: bool, check: bool, strict: bool,
+    mappable: bool = False,
 ) -> C:
     if not isinstance(cls, type):
         raise TypeError(f"@sf.dataclass decorates a class, got {type(cls).__name__}.")
     if SPEC_ATTR in cls.__dict__:
         raise TypeError(f"{cls.__qualname__} is already an @sf.dataclass; decorate it once.")
-    for reserved in _state.DERIVED:
+    for reserved in _state.RESERVED:
         if reserved in cls.__dict__.get("__annotations__", {}):
             raise TypeError(f"{cls.__qualname__}: the field name {reserved!r} is reserved by staticfield.")
     if "__slots__" in cls.__dict__:
@@ -129,6 +130,7 @@ def _build(
     all_fields = cls.__dict__["__dataclass_fields__"]
     initvars = [f for f in all_fields.values() if f._field_type is dataclasses._FIELD_INITVAR]  # type: ignore[attr-defined]
     spec = Spec(cls, check=check)
+    spec.mappable = mappable
     spec.provisional = provisional
     make_init = init and user_init is None
     generated = generate(spec, initvars, make_init)
@@ -151,6 +153,8 @@ def _build(
             setattr(cls, name, fn)
     if not _has_own_replace(cls) and "replace" not in spec.name_set:
         cls.replace = _instance._replace_method  # type: ignore[attr-defined]
+    if mappable:
+        _mapping.install(cls, spec)
     _abstract.install(cls)
     _state.install(spec)
     _deep.install(cls)
@@ -175,7 +179,7 @@ def _options(cls: Any, options: dict[str, Any]) -> dict[str, Any]:
     strict = options.get("strict", False)
     if not isinstance(strict, bool):
         raise TypeError(f"{who}: strict= takes True or False, not {strict!r}.")
-    known = {"init", "repr", "eq", "kw_only", "match_args", "check", "strict"}
+    known = {"init", "repr", "eq", "kw_only", "match_args", "check", "strict", "mappable"}
     unknown = set(options) - known
     if unknown:
         raise TypeError(
@@ -183,9 +187,18 @@ def _options(cls: Any, options: dict[str, Any]) -> dict[str, Any]:
             f"it takes {', '.join(sorted(known | {'frozen'}))}."
         )
     opts = dict(init=True, repr=True, eq=True, kw_only=False, match_args=True, check=_inherited_check(cls),
-                strict=False)
+                strict=False, mappable=_inherited(cls, "mappable"))
     opts.update(options)
     return opts
+
+
+def _inherited(cls: Any, option: str) -> bool:
+    """``mappable`` is inherited, as ``check`` is: a subclass of a mappable class is one."""
+    for base in getattr(cls, "__mro__", ())[1:]:
+        spec = base.__dict__.get(SPEC_ATTR)
+        if spec is not None:
+            return bool(getattr(spec, option, False))
+    return False
 
 
 def _inherited_check(cls: Any) -> bool:
@@ -211,6 +224,7 @@ def dataclass(
     check: bool = True,
     strict: bool = False,
     frozen: bool = True,
+    mappable: bool = False,
 ) -> Callable[[C], C]: ...
 
 
@@ -230,7 +244,9 @@ def dataclass(cls: Any = None, /, **options: Any) -> Any:
     ``check`` (default True, or the nearest decorated base's: check dynamic leaves on
     construction) and ``strict``
     (accepted, as equinox 0.13 accepts it, and enforces nothing more: abstract methods
-    and ``sf.AbstractVar``/``sf.AbstractClassVar`` are enforced in every class).
+    and ``sf.AbstractVar``/``sf.AbstractClassVar`` are enforced in every class), and
+    ``mappable`` (default False, or the nearest decorated base's: instances are
+    ``collections.abc.Mapping``s over their fields, as ``chex.dataclass``'s are).
     """
     def wrap(c: C) -> C:
         return _build(c, **_options(c, dict(options)))

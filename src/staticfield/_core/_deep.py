@@ -149,7 +149,7 @@ class DeepCache:
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
         if obj is None:
             return self
-        value = obj.__dict__[DEEP_ATTR] = compute(obj)
+        value = obj._staticfield_dict[DEEP_ATTR] = compute(obj)
         if value[1].__class__ is DeepKey:  # holds nested instances' statics and leaves
             hold_deep(obj)
         return value

@@ -107,7 +107,7 @@ def _summarize(value: Any) -> str:
 def __repr__(self: Any) -> str:
     used_whole(self, "repr")
     spec = spec_of(self)
-    d = self.__dict__
+    d = self._staticfield_dict
     parts = []
     for f in spec.fields:
         if not f.repr:
@@ -152,7 +152,7 @@ def _repr_pretty_(self: Any, p: Any, cycle: bool = False) -> None:
     if cycle:
         p.text(f"{name}(...)")
         return
-    d = self.__dict__
+    d = self._staticfield_dict
     if not any(is_static for _, is_static in shown):
         with p.group(len(name) + 1, f"{name}(", ")"):
             for i, (field, _) in enumerate(shown):
@@ -188,7 +188,7 @@ def __treescope_repr__(self: Any, path: str | None, subtree_renderer: Any) -> An
     from treescope import rendering_parts as rp
 
     spec, shown = _shown_fields(self)
-    d = self.__dict__
+    d = self._staticfield_dict
     children = []
     for i, (field, is_static) in enumerate(shown):
         child_path = None if path is None else f"{path}.{field}"

@@ -114,6 +114,16 @@ BAD_DYNAMIC_LEAF = (
     "static: `{field}: {ann} = sf.static()`."
 )
 
+JAXPR_IN_FIELD = (
+    "{where}: {a_type} (a closure-converted function) is not an array, so `{field}` cannot "
+    "be a checked dynamic field. Keep it a plain field and skip the check for the class: "
+    "`@sf.dataclass(check=False)` (or `class {name}(sf.Struct, check=False)`), so that the "
+    "library's own eqx.partition sees the Jaxpr as a leaf (under sf.jit(static=\"auto\"), one "
+    "held directly by the field is static). Not sf.field(leaves=\"any\"): a Jaxpr kept in the tree's metadata breaks jax.grad "
+    "through an implicit adjoint, which traces the solve twice and compares the two trees' Jaxprs "
+    "by identity."
+)
+
 BAD_DYNAMIC_DTYPE = (
     "{where}: a NumPy array of dtype {dtype} is not numeric, so it cannot be a dynamic "
     "(traced) field value (JAX arrays hold numbers). Mark the field static "
@@ -189,6 +199,11 @@ BAD_STATE = (
     "{cls}: cannot restore an instance from a pickled state with {problem}. The state "
     "must hold exactly the fields of {cls}; pickle the instance again with the current "
     "class definition."
+)
+
+MAPPABLE_CLASH = (
+    "{cls}: a field named {name!r} would hide the Mapping method {name}() that mappable=True "
+    "gives its instances. Rename the field, or drop mappable=True."
 )
 
 SLOTS = (

@@ -87,7 +87,7 @@ def _freeze(value: Any, where: str, field: str) -> Any:
         return tuple(items)
     if isinstance(value, (set, frozenset)):
         return _canonical(_freeze(v, f"{where}{{…}}", field) for v in value)
-    if isinstance(value, Mapping):
+    if isinstance(value, Mapping) and not _is_instance(value):  # a mappable=True instance stays one
         out = {}
         for k, v in value.items():
             k = _freeze(k, f"{where} key {k!r}", field)

@@ -93,7 +93,18 @@ def jax_miss(program: Any, dyn: tuple | list, kwargs: dict) -> Any:
         miss = getattr(getattr(program, "_call", None), "_cache_miss", None)
     if miss is None:
         return served(program(*dyn, **kwargs))
-    return miss(*dyn, **kwargs)
+    if not hasattr(program, "__sf_jit__"):  # a jax.jit (or a Compiled): JAX's own miss
+        return miss(*dyn, **kwargs)
+    ASKED.on = True  # (a variant front's miss handler tells this from its own dispatch missing)
+    try:
+        return miss(*dyn, **kwargs)
+    finally:
+        ASKED.on = False
+
+
+# ``ASKED.on``: the miss handler now running was called by ``jax_miss`` (another front asks
+# a variant's front for its answer), not by JAX's C++ dispatch of that front missing.
+ASKED = threading.local()
 
 
 def served(out: Any) -> tuple[Any, None, bool]:

@@ -127,7 +127,7 @@ def __eq__(self: Any, other: Any) -> Any:
     spec = spec_of(self)
     if _state.key_of(spec, self) != _state.key_of(spec, other):
         return False
-    d, e = self.__dict__, other.__dict__
+    d, e = self._staticfield_dict, other._staticfield_dict
     for name in spec.dynamic_names:
         xs, xdef = jax.tree_util.tree_flatten(d[name])
         ys, ydef = jax.tree_util.tree_flatten(e[name])
@@ -142,7 +142,7 @@ def __eq__(self: Any, other: Any) -> Any:
 def __hash__(self: Any) -> int:
     used_whole(self, "hash")
     spec = spec_of(self)
-    d = self.__dict__
+    d = self._staticfield_dict
     leaves, treedef = jax.tree_util.tree_flatten([d[n] for n in spec.dynamic_names])
     return hash((_state.key_of(spec, self), treedef, tuple(_leaf_sig(leaf) for leaf in leaves)))
 

@@ -7,7 +7,7 @@ every write of ``obj.name`` reaches it, ``object.__setattr__`` included:
 ==========================================  ===========================================
 where                                       the slot answers
 ==========================================  ===========================================
-an instance (``obj.n``)                     ``obj.__dict__[n]``
+an instance (``obj.n``)                     its real dict's ``n`` (``_vars``)
 the class itself (``Cls.n``)                the field's default, as the dataclass class
                                             attribute did (``AttributeError`` if none)
 a custom ``__init__`` before it sets ``n``  the same
@@ -73,7 +73,7 @@ class StandIn(dict):
 
 def used_whole(obj: Any, what: str) -> None:
     """Tell a stand-in dict that ``obj`` is used as a whole (no-op on ordinary instances)."""
-    d = obj.__dict__
+    d = obj._staticfield_dict
     if d.__class__ is not dict and isinstance(d, StandIn):
         d.whole(what)
 
@@ -94,7 +94,7 @@ class FieldSlot:
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
         if obj is not None:
             try:
-                return obj.__dict__[self.name]  # a StandIn's __getitem__ records a static read
+                return obj._staticfield_dict[self.name]  # a StandIn's __getitem__ records a static read
             except KeyError:
                 pass
         if self.default is NO_DEFAULT:
@@ -104,7 +104,7 @@ class FieldSlot:
 
     def __set__(self, obj: Any, value: Any) -> None:
         if self.building(obj):
-            obj.__dict__[self.name] = value
+            obj._staticfield_dict[self.name] = value
         else:
             self.reassign(obj, self.name, value)
 
@@ -112,7 +112,7 @@ class FieldSlot:
         if not self.building(obj):
             self.refuse_delete(obj, self.name)
         try:
-            del obj.__dict__[self.name]
+            del obj._staticfield_dict[self.name]
         except KeyError:
             raise AttributeError(self.name) from None
 

@@ -30,9 +30,16 @@ class Spec:
     """
 
     any_set: frozenset[str] = frozenset()  # also for a spec pickled before leaves= existed
+    mappable = False  # also for a spec pickled before mappable= existed
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        from . import _vars  # (it reads SPECS: imported here, not at the top)
+
+        # cloudpickle leaves a class's __dict__ attribute behind: install it again, unless the
+        # class was pickled by a staticfield whose generated code reads obj.__dict__ itself
+        old = "__dict__" in getattr(getattr(self.flat, "__code__", None), "co_names", ())
+        _vars.install(self.cls, view=not old)
         if self.cls in _REGISTERED:
             SPECS[self.cls] = self
         else:  # the class dict may still be filling in: register with this spec itself

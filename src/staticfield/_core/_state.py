@@ -3,7 +3,8 @@
 An instance is *building* while a custom ``__init__`` or a ``__post_init__`` runs
 (its ``id`` is in ``BUILDING``: assignment is allowed and converts), then it is
 *sealed* once, by ``seal``: every construction path ends there or in a generated
-equivalent, and a sealed instance never changes. Its ``__dict__`` holds:
+equivalent, and a sealed instance never changes. Its real ``__dict__``
+(``obj._staticfield_dict``; ``vars(obj)`` shows the fields alone, see ``_vars``) holds:
 
 - the field values (the user's data), and, derived from them,
 - ``_staticfield_key``: the ``StaticKey`` (JAX's aux_data);
@@ -51,7 +52,7 @@ import operator
 import weakref
 from typing import Any, Callable
 
-from . import _errors, _slots
+from . import _errors, _slots, _vars
 from ._checks import store
 from ._spec import SPEC_ATTR, Spec, spec_of
 
@@ -59,6 +60,7 @@ KEY_ATTR = "_staticfield_key"
 FLAT_ATTR = "_staticfield_flat"
 DEEP_ATTR = "_staticfield_deep"  # deps="read": the flatten with nested statics lifted (_deep)
 DERIVED = (KEY_ATTR, FLAT_ATTR, DEEP_ATTR)
+RESERVED = (*DERIVED, _vars.REAL_ATTR)  # names no field may take
 flat = operator.attrgetter(FLAT_ATTR)  # an instance's cached (children, static key)
 
 # Instances whose cached deps="read" flatten lifted the statics of nested instances
@@ -78,7 +80,7 @@ def hold_deep(obj: Any) -> None:
     try:
         DEEP_HOLDERS[i] = weakref.ref(obj, gone)
     except TypeError:  # takes no weak references: it keeps no lifted flatten either
-        obj.__dict__.pop(DEEP_ATTR, None)
+        obj._staticfield_dict.pop(DEEP_ATTR, None)
 
 # ids of instances under construction (custom __init__ or __post_init__ running).
 BUILDING: set[int] = set()
@@ -112,12 +114,13 @@ def install(spec: Spec) -> None:
     a ``FieldSlot`` under each field name (see ``_slots``)."""
     setattr(spec.cls, FLAT_ATTR, FlatCache(spec))
     _slots.install(spec.cls, list(spec.fields), SPEC_ATTR)
+    _vars.install(spec.cls)
 
 
 def key_of(spec: Spec, obj: Any) -> Any:
     """The instance's ``StaticKey``, built (and cached) on first use."""
     try:
-        return obj.__dict__[KEY_ATTR]
+        return obj._staticfield_dict[KEY_ATTR]
     except KeyError:
         return spec.make_key(obj)
 
@@ -133,9 +136,9 @@ def prepare(obj: Any, cls: type) -> int:
         return NESTED
     if obj.__class__ is not cls:
         spec_of_type(obj.__class__)  # an undecorated subclass: say to decorate it
-        obj.__dict__.clear()
+        obj._staticfield_dict.clear()
         return OTHER
-    obj.__dict__.clear()
+    obj._staticfield_dict.clear()
     return FRESH
 
 
@@ -171,8 +174,8 @@ def init_custom(cls: type, user_init: Callable[..., None], obj: Any, args: tuple
     """A user-written ``__init__`` (of ``cls`` or inherited): building, then sealed."""
     if obj.__class__ is not cls:
         spec_of_type(obj.__class__)
-    if id(obj) not in BUILDING and obj.__dict__:
-        obj.__dict__.clear()  # __init__ again on a live instance: start over
+    if id(obj) not in BUILDING and obj._staticfield_dict:
+        obj._staticfield_dict.clear()  # __init__ again on a live instance: start over
     build(obj, user_init, (obj, *args), kwargs)
 
 
@@ -180,7 +183,7 @@ def setattr_building(obj: Any, name: str, value: Any) -> None:
     """``self.name = value`` while building: a field's converter runs now."""
     spec = spec_of_type(obj.__class__)
     conv = spec.converters.get(name)
-    obj.__dict__[name] = conv(value) if conv is not None else value
+    obj._staticfield_dict[name] = conv(value) if conv is not None else value
 
 
 def reassign(obj: Any, name: str, value: Any) -> None:
@@ -196,9 +199,9 @@ def reassign(obj: Any, name: str, value: Any) -> None:
     """
     _slots.used_whole(obj, "object.__setattr__")
     spec = spec_of_type(obj.__class__)
-    d = obj.__dict__
+    d = obj._staticfield_dict
     trial = _fields_copy(spec, obj)
-    td = trial.__dict__
+    td = trial._staticfield_dict
     store(spec, trial, name, value, convert=False)
     check_init(spec, trial)
     stale = [(k, v) for k, v in d.items() if k not in spec.name_set]
@@ -215,7 +218,7 @@ def reassign(obj: Any, name: str, value: Any) -> None:
         holder = ref()
         if holder is None:
             continue
-        hd = holder.__dict__
+        hd = holder._staticfield_dict
         hd.pop(DEEP_ATTR, None)
         for k, v in list(hd.items()):
             if _rebind(v, holder):
@@ -249,7 +252,7 @@ def seal(obj: Any) -> None:
     """End construction: drop derived entries, fill defaults, freeze and check every field,
     set a constant key, run ``__check_init__``. Raises on missing or non-field attributes."""
     spec = spec_of_type(obj.__class__)
-    d = obj.__dict__
+    d = obj._staticfield_dict
     for name in DERIVED:
         d.pop(name, None)
     extra = [n for n in d if n not in spec.name_set]
@@ -290,7 +293,7 @@ def check_init(spec: Any, obj: Any) -> None:
 def cache_binding(obj: Any, slot: str, value: Any) -> Any:
     """Keep ``value`` under the descriptor's private ``slot`` when ``obj`` is sealed."""
     if id(obj) not in BUILDING:
-        obj.__dict__[slot] = value
+        obj._staticfield_dict[slot] = value
     return value
 
 
@@ -299,7 +302,7 @@ def derive(obj: Any, changes: dict[str, Any]) -> Any:
     _slots.used_whole(obj, "replace")
     spec = spec_of_type(obj.__class__)
     new = _fields_copy(spec, obj)
-    d, od = new.__dict__, obj.__dict__
+    d, od = new._staticfield_dict, obj._staticfield_dict
     static_changed = False
     for name, value in changes.items():
         store(spec, new, name, value, convert=True)
@@ -321,7 +324,7 @@ def copy(obj: Any) -> Any:
 def _fields_copy(spec: Spec, obj: Any) -> Any:
     """A new instance of ``spec``'s class holding ``obj``'s fields and nothing derived."""
     new = object.__new__(spec.cls)
-    d, od = new.__dict__, obj.__dict__
+    d, od = new._staticfield_dict, obj._staticfield_dict
     for name in spec.names:
         d[name] = od[name]
     return new
@@ -331,7 +334,7 @@ def getstate(obj: Any) -> dict[str, Any]:
     """The pickled state: the fields only."""
     _slots.used_whole(obj, "pickle")
     spec = spec_of_type(obj.__class__)
-    d = obj.__dict__
+    d = obj._staticfield_dict
     return {n: d[n] for n in spec.names}
 
 
@@ -348,7 +351,7 @@ def setstate(obj: Any, state: Any) -> None:
         problem = (f"no value for field(s) {', '.join(map(repr, missing))}" if missing
                    else f"unknown entries {', '.join(map(repr, unknown))}")
         raise TypeError(_errors.BAD_STATE.format(cls=cls, problem=problem))
-    d = obj.__dict__
+    d = obj._staticfield_dict
     d.clear()
     for name in spec.names:
         d[name] = state[name]

@@ -150,7 +150,7 @@ def stand_in(obj: Any, trace: Any, key: Any) -> tuple[Any, list[tuple], list[tup
     def make(o: Any, prefix: tuple) -> Any:
         cls = o.__class__
         spec = SPECS[cls]
-        od = o.__dict__
+        od = o._staticfield_dict
         statics = {name: od[name] for name in spec.static_names}
         d = Record(Recorder(trace, prefix, spec.static_names), statics, od)
         for name in od:  # the fields, in the instance's order; nothing derived from them

@@ -6,9 +6,9 @@ variants and its miss path (``_programs``: its AOT and cache methods; ``_deps_ar
 ``_bound`` makes ``obj.method`` (bound once, a pytree); ``_variant`` is one variant's
 ``jax.jit`` and what JAX is told of the user's function; ``_tracker`` holds the
 counters, budgets and recompile events; ``_args`` resolves ``jax.jit``'s options
-against a signature; ``_auto`` is ``static="auto"`` (each call's arguments partitioned
-as ``eqx.filter_jit`` does, before the engine sees them); ``_types`` is what type
-checkers see.
+against a signature; ``_auto`` is ``static="auto"``'s hit path and ``_auto_plan`` what a
+call shape becomes on a miss (arguments and outputs partitioned as ``eqx.filter_jit``
+does, defaults bound, the variant's key); ``_types`` is what type checkers see.
 
 A call goes: ``obj.method(x)`` → the bound method's hit path (``_hitpath``) looks up
 ``obj``'s static key in the variants → the variant's ``jax.jit`` with ``obj``'s
@@ -19,9 +19,9 @@ and counts it (``_tracker``).
 Imports: ``_core``, ``_explain``, ``_deps``, ``_store`` (a variant's ``jax.jit`` is a
 ``_store.StoredJit`` while a program store is set), ``_buckets`` (with ``buckets=``, JAX
 traces the bucket body and calls go through the bucket front), ``_stance`` (the tracker
-refuses a compile inside ``sf.no_compiles()``) and ``_agree`` (a new trace in a
-multi-process job waits for the other processes' same program); nothing imports it but
-the package root.
+refuses a compile inside ``sf.no_compiles()``) and ``_agree`` (in a multi-process job, a
+new program agrees with the other processes' program of the same rank when its trace
+ends, or, prepared ahead, on its first run); nothing imports it but the package root.
 """
 
 from ._api import _SharedCache as _SharedCache  # pickles made by 0.1 name these

@@ -141,6 +141,12 @@ class BoundJit(functools.partial):
         return f"<sf.jit of bound method {self.__dict__.get('__qualname__')}: {self.func.compile_count} compile(s)>"
 
 
+def _auto_jit(fn: Callable, jit_kwargs: dict[str, Any], max_compiles: int | None, warn_compiles: Any) -> Any:
+    engine = JitFunction(fn, jit_kwargs, max_compiles, warn_compiles, method=False, rebuild=_unpickle)
+    engine.options["static"] = "auto"  # a pickled copy is made again with it
+    return _auto.AutoJit(engine, fn)
+
+
 @overload
 def jit(fn: Callable[P, T], /, *, max_compiles: int | None = None, warn_compiles: int | None = ...,
         **jit_kwargs: Any) -> Jitted[P, T]: ...
@@ -182,8 +188,7 @@ def jit(fn: Callable | None = None, /, *, max_compiles: int | None = None, warn_
         warn_compiles = default_warn_compiles()
     if static == "auto":
         options = dict(jit_kwargs, max_compiles=max_compiles, warn_compiles=warn_compiles, static=static)
-        return _shared(fn, options, lambda: _auto.AutoJit(public_function(JitFunction(
-            _auto.traced(fn), jit_kwargs, max_compiles, warn_compiles, method=False, rebuild=_unpickle)), fn))
+        return _shared(fn, options, lambda: _auto_jit(fn, jit_kwargs, max_compiles, warn_compiles))
     if (type(fn) in SPECS and isinstance(type(fn).__dict__.get("__call__") or getattr(type(fn), "__call__", None),
                                           JitMethod)
             and not jit_kwargs and max_compiles is None):

@@ -1,109 +1,173 @@
-"""``sf.jit(fn, static="auto")``: arguments partitioned as ``eqx.filter_jit`` does.
+"""``sf.jit(fn, static="auto")``: arguments and outputs partitioned as ``eqx.filter_jit`` does.
 
 jax and NumPy arrays (and NumPy scalars) are traced; every other leaf of an argument (a
 Python bool, int, float or str, a function, an object) is static, keyed by value where
 it is hashable (type-strictly: ``1`` and ``1.0`` compile apart) and by identity
-otherwise; an ``sf`` instance keeps its own static/dynamic split. Each argument that is
-not an array or an ``sf`` instance goes to the engine as an ``AnyLeaves`` node (the node
-of ``sf.field(leaves="any")``, see ``_core._anyleaves``), whose array leaves are its
-children and whose other leaves are its pytree metadata; the function the engine traces
-takes the nodes apart again, so the user's function sees its arguments as given. The
-engine counts and explains as for any ``sf.jit`` (a static leaf's change is a
-``static_arg`` change at its path).
+otherwise; an ``sf`` instance keeps its own static/dynamic split, except that a
+non-array leaf held directly by a field of a ``check=False`` class is static too.
+Outputs come back as the function returned them: arrays as arrays, every other leaf as
+the very object. A keyword argument equal to its default keys as the default.
+
+A hit is one Python frame (``AutoJit.__call__``): JAX's C flatten of the call, the
+call's shape (treedef and leaf types) and its static values looked up with C-level
+getters (``_auto_plan.Shape``), then the variant's C++ front with the traced leaves.
+Everything else (binding to the signature, which leaves are static, the variant) is
+decided on a miss, by ``_auto_plan``, and the engine counts, explains and stores the
+variant's programs as for any ``sf.jit``.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
+import threading
 from typing import Any, Callable
 
-from .._core._anyleaves import ARRAY_LEAVES, unwrap, wrap
-from .._core._keys import keyable
-from .._core._spec import SPECS
+import jax
+
+from ._args import qualname, wrong_call
+from ._auto_plan import Restore, Shape, make_shape
+from ._programs import aot
+from ._tracker import TRACKER_SETTINGS, check_positive
 from .._core._traceback import hide
 
 CHOICES = ("auto",)
 
-
-# Python atoms are most of what static="auto" sees: each value's node is made once (a node
-# is immutable), keyed type-strictly (so 0.0 and -0.0, 1 and True stay apart).
-_ATOMS = frozenset({bool, int, float, complex, str, bytes})
-_ATOM_NODES: dict[Any, Any] = {}
+_flatten = jax.tree_util.default_registry.flatten  # tree_flatten without its Python frame
 
 
-def _partition(value: Any) -> Any:
-    cls = value.__class__
-    if cls in _ATOMS:
-        key = keyable(value)
-        node = _ATOM_NODES.get(key)
-        if node is None:
-            if len(_ATOM_NODES) > 4096:
-                _ATOM_NODES.clear()
-            node = _ATOM_NODES[key] = wrap(value)
-        return node
-    if value is None or cls in SPECS or isinstance(value, ARRAY_LEAVES):
-        return value
-    return wrap(value)
-
-
-def traced(fn: Callable) -> Callable:
-    """The function the engine traces: ``fn`` with its arguments taken out of their nodes.
-    It carries ``fn``'s name, signature and module (``functools.wraps``)."""
-
-    @functools.wraps(fn)
-    def auto(*args: Any, **kwargs: Any) -> Any:
-        return fn(*[unwrap(a) for a in args], **{k: unwrap(v) for k, v in kwargs.items()})
-
-    auto.__staticfield_auto__ = True  # type: ignore[attr-defined]
-    return auto
+def _signature(fn: Callable) -> inspect.Signature:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):  # a callable without one: its call as it comes
+        kinds = inspect.Parameter
+        return inspect.Signature([kinds("args", kinds.VAR_POSITIONAL), kinds("kwargs", kinds.VAR_KEYWORD)])
 
 
 class AutoJit:
-    """What ``sf.jit(fn, static="auto")`` returns: partitions each call's arguments, then
-    calls the ``sf.jit`` of ``traced(fn)``. Counters and settings are that function's."""
+    """What ``sf.jit(fn, static="auto")`` returns. Counters and settings are its engine's
+    (``compile_count``, ``recompiles``, ``max_compiles``, ``cache_size()``, ...)."""
 
-    def __init__(self, public: Any, fn: Callable) -> None:
-        object.__setattr__(self, "_public", public)
+    def __init__(self, engine: Any, fn: Callable) -> None:
+        object.__setattr__(self, "_engine", engine)
+        object.__setattr__(self, "_sig", _signature(fn))
+        object.__setattr__(self, "_shapes", {})  # (treedef, leaf types) -> Shape
+        object.__setattr__(self, "_lock", threading.Lock())
         for name in functools.WRAPPER_ASSIGNMENTS:
             if hasattr(fn, name):
                 object.__setattr__(self, name, getattr(fn, name))
         object.__setattr__(self, "__wrapped__", fn)
+        engine.auto_signature = self._sig
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
-            return self._public(*[_partition(a) for a in args],
-                                **{k: _partition(v) for k, v in kwargs.items()})
+            leaves, treedef = _flatten((args, kwargs))
+            try:
+                shape = self._shapes[treedef, tuple(map(type, leaves))]
+                key = shape.key(leaves)
+                if shape.floats is not None:
+                    key = (key, tuple(map(float.hex, shape.floats(leaves))))
+                front = shape.fronts[key]
+            except Exception:  # noqa: BLE001 - a new shape or key, an unhashable or odd static: the miss
+                return self._miss(args, kwargs, leaves, treedef)
+            out = front(*shape.dynamic(leaves))
+            if out.__class__ is Restore:  # outputs with non-array leaves: put them back (no call)
+                o = out.fget
+                full = o.template.copy()
+                for i, v in zip(o.positions, out.fset):
+                    full[i] = v
+                return o.treedef.unflatten(full)
+            return out
         except Exception as exc:
             hide(exc)
             raise
 
-    def _with(self, method: str, args: tuple, kwargs: dict) -> Any:
-        return getattr(self._public, method)(*[_partition(a) for a in args],
-                                             **{k: _partition(v) for k, v in kwargs.items()})
+    # ----- the miss ------------------------------------------------------------------------
+    def _shape(self, args: tuple, kwargs: dict, leaves: list, treedef: Any) -> Shape:
+        found = (treedef, tuple(map(type, leaves)))
+        shape = self._shapes.get(found)
+        if shape is None:
+            try:
+                shape = make_shape(self._sig, args, kwargs, leaves)
+            except TypeError:
+                if _binds(self._sig, args, kwargs):
+                    raise
+                wrong_call(self.__wrapped__, args, kwargs)  # the user's function's own TypeError
+                raise
+            with self._lock:
+                shape = self._shapes.setdefault(found, shape)
+        return shape
+
+    def _prepare(self, args: tuple, kwargs: dict) -> tuple[Shape, Any, Any]:
+        leaves, treedef = _flatten((args, kwargs))
+        shape = self._shape(args, kwargs, leaves, treedef)
+        return shape, self._engine.auto_variant(shape.vkey(leaves)), shape.dynamic(leaves)
+
+    def _miss(self, args: tuple, kwargs: dict, leaves: list, treedef: Any) -> Any:
+        shape = self._shape(args, kwargs, leaves, treedef)
+        front = self._engine.auto_variant(shape.vkey(leaves))
+        out = front(*shape.dynamic(leaves))
+        if out.__class__ is Restore:
+            out = out.value()
+        try:  # only after a call that worked; a key that cannot be hashed keeps taking this path
+            shape.fronts.setdefault(shape.lookup(leaves), front)
+        except Exception:  # noqa: BLE001
+            pass
+        return out
+
+    # ----- JAX's AOT and inspection methods -------------------------------------------------
+    def _aot(self, what: str, args: tuple, kwargs: dict) -> Any:
+        _, front, dyn = self._prepare(args, kwargs)
+        out = aot(front, what)(*dyn)
+        return out.value() if out.__class__ is Restore else out
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """``jax.jit(...).lower`` for this call's arguments."""
-        return self._with("lower", args, kwargs)
+        return self._aot("lower", args, kwargs)
 
     def trace(self, *args: Any, **kwargs: Any) -> Any:
         """``jax.jit(...).trace`` for this call's arguments."""
-        return self._with("trace", args, kwargs)
+        return self._aot("trace", args, kwargs)
 
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
-        """``jax.jit(...).eval_shape`` for this call's arguments."""
-        return self._with("eval_shape", args, kwargs)
+        """``jax.jit(...).eval_shape`` for this call's arguments (non-array outputs as they are)."""
+        return self._aot("eval_shape", args, kwargs)
 
-    def precompile(self, *args: Any, **kwargs: Any) -> Any:
+    def precompile(self, *args: Any, **kwargs: Any) -> None:
         """Trace and compile for these arguments without running (see ``sf.jit``)."""
-        return self._with("precompile", args, kwargs)
+        self._aot("precompile", args, kwargs)
 
-    def __getattr__(self, name: str) -> Any:  # compile_count, recompiles, cache_size, ...
+    def clear_cache(self) -> None:
+        """Drop every compiled program (counters stay)."""
+        self._engine.clear_cache()
+
+    def cache_size(self) -> int:
+        """JAX's count of compiled executables over all variants."""
+        return int(self._engine.cache_size())
+
+    # ----- counters, settings, pickling ------------------------------------------------------
+    def __getattr__(self, name: str) -> Any:  # compile_count, recompiles, buckets, ...
         if name.startswith("__"):
             raise AttributeError(name)
-        return getattr(self._public, name)
+        return getattr(self._engine, name)
 
-    def __setattr__(self, name: str, value: Any) -> None:  # max_compiles, warn_compiles
-        setattr(self._public, name, value)
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in TRACKER_SETTINGS:  # max_compiles, warn_compiles: the tracker's
+            check_positive(qualname(self.__wrapped__), name, value)
+            setattr(self._engine.tracker, name, value)
+        else:
+            object.__setattr__(self, name, value)
+
+    def __reduce__(self) -> Any:
+        return self._engine.reduce(self)
 
     def __repr__(self) -> str:
-        return f"<sf.jit(static='auto') {getattr(self, '__qualname__', '?')}: {self._public.compile_count} compile(s)>"
+        return f"<sf.jit(static='auto') {qualname(self.__wrapped__)}: {self._engine.compile_count} compile(s)>"
+
+
+def _binds(sig: inspect.Signature, args: tuple, kwargs: dict) -> bool:
+    try:
+        sig.bind(*args, **kwargs)
+    except TypeError:
+        return False
+    return True

@@ -90,7 +90,8 @@ class JitMethod(property):
         variants = self._variants
         engine = self._jit
         if engine.bound_call is not None:  # deps="read" or static arguments: (children, key, ...)
-            children, key = obj._staticfield_deep if engine.deps is not None else obj._staticfield_flat
+            deep = engine.deps is not None or engine.rest_deps is not None
+            children, key = obj._staticfield_deep if deep else obj._staticfield_flat
             bound = _make(cls, key, engine.deps_front or engine.bound_call, children, key)
             bound.ref = _weak(obj)
             return cache_binding(obj, self._slot, bound)

@@ -18,10 +18,13 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, NamedTuple
 
+from .._core import _front
+from .._core._deep import rebuild
 from .._core._spec import SPECS
 from .._core._state import flat
 from .._deps import _check
 from .._deps._share import Abort, Deps
+from ._hitpath import static_front_call
 from ._programs import aot
 from ._variant import Split, StaticArg
 
@@ -79,8 +82,9 @@ class RestDeps:
         return [entry for deps in list(self.by_rest.values()) for entry in list(deps.variants.values())]
 
     # ----- calls ---------------------------------------------------------------------------
-    def prepare(self, args: tuple, kwargs: dict) -> tuple[Deps, Any, Callable[[Any, tuple], Any]]:
-        """This call's ``Deps``, ``self``, and how to call a variant's ``jax.jit`` with it."""
+    def parts_of(self, args: tuple, kwargs: dict) -> tuple[Deps, Any, list, dict]:
+        """This call's ``Deps``, ``self``, and what a variant's ``jax.jit`` takes after
+        ``self``'s children: the other arguments, and the keywords left for JAX."""
         e = self.engine
         if not args or args[0].__class__ not in SPECS:
             e._not_an_instance(args[0] if args else None)
@@ -89,7 +93,12 @@ class RestDeps:
         deps = self.deps_for((tuple(parts[1:n]), tuple(parts[n:])))
         dyn = [None if i in e.static_pos else flat(a)[0] if parts[i] is not None else a
                for i, a in enumerate(args) if i]
-        return deps, args[0], lambda jitted, children: jitted(children, *dyn, **jax_kwargs)
+        return deps, args[0], dyn, jax_kwargs
+
+    def prepare(self, args: tuple, kwargs: dict) -> tuple[Deps, Any, Callable[[Any, tuple], Any]]:
+        """This call's ``Deps``, ``self``, and how to call a variant's ``jax.jit`` with it."""
+        deps, obj, dyn, jax_kwargs = self.parts_of(args, kwargs)
+        return deps, obj, lambda jitted, children: jitted(children, *dyn, **jax_kwargs)
 
     def call(self, *args: Any, **kwargs: Any) -> Any:
         deps, obj, invoke = self.prepare(args, kwargs)
@@ -107,6 +116,50 @@ class RestDeps:
         if _check.enabled():
             deps.check(obj, args[1:], kwargs)
         return out
+
+    # ----- obj.method's hit path: one lookup of the static values, then a C++ front ------------
+    def bound_path(self, params: tuple[list[str], dict[str, Any]], static: set[int]) -> Any:
+        """``obj.method`` of the method: one type-strict lookup of the static values, then a
+        C++ front of theirs that takes ``self``'s deps children and key (hashed into JAX's
+        cache key, as the engine's ``deps_front`` takes them): one Python call per hit."""
+        e = self.engine
+        names, defaults = params
+        fronts: dict[tuple, Any] = {}
+        e.static_fronts.append(fronts)  # for clear_cache and the budget (Programs.fronts)
+        positions = sorted(static)
+
+        def make(key: tuple, values: tuple) -> Any:
+            with e._lock:
+                made = fronts.get(key)
+                if made is None:
+                    made = fronts[key] = self._front(positions, values)
+            return made
+
+        return static_front_call(e.fn, names, defaults, static, fronts, make,
+                                 lambda args, _: self.call(*args), bound=True, deps=True)
+
+    def _front(self, positions: list[int], values: tuple) -> Any:
+        """The front of one tuple of static values: its miss answers as the engine's
+        ``deps_front_miss`` does (the program the key is installed on at the end of the
+        call, kept only then), for this rest of the arguments' ``Deps``."""
+        def full(children: Any, key: Any, dyn: tuple) -> tuple:
+            args = [rebuild(key, children), *dyn]
+            for i, value in zip(positions, values):
+                args.insert(i, value)
+            return tuple(args)
+
+        def miss(children: Any, key: Any, *dyn: Any) -> Any:
+            args = full(children, key, dyn)
+            deps, obj, call_dyn, jax_kwargs = self.parts_of(args, {})
+            answer = deps.call(obj, lambda jitted, kids: _front.jax_miss(jitted, (kids, *call_dyn), jax_kwargs))
+            if _check.enabled():  # after the call: its retraces have recorded what they read
+                deps.check(obj, args[1:], {})
+            return answer
+
+        def python(children: Any, key: Any, *dyn: Any) -> Any:  # under jax.disable_jit()
+            return self.call(*full(children, key, dyn))
+
+        return self.engine.make_front(python, miss, (1,))
 
     def aot(self, what: str, args: tuple, kwargs: dict) -> Any:
         deps, obj, invoke = self.prepare(args, kwargs)

@@ -21,14 +21,14 @@ from typing import Any, Callable
 import jax
 
 from .._agree import enabled as several_processes
-from ._agreement import publish, publish_traced
+from ._agreement import agreeing, publish, publish_traced
 from .._explain import _describe
 from ._args import check_jit_kwargs, qualname, resolve_donation, resolve_static
 from .._deps._check import enabled as check_enabled
 from .._deps._share import Deps, check_deps, stored_paths
 from .._core._deep import rebuild
 from .._core._errors import RecompileError, article
-from ._hints import add_hint
+from ._hints import add_hint, add_note
 from .._core import _front
 from ._hitpath import (deps_bound_call, deps_method_call, front_miss, general_call, method_call, plain_positional,
                        static_call, static_front_call, static_parameters)
@@ -46,6 +46,7 @@ from ._tracker import (
     default_warn_compiles,
 )
 from ._deps_args import RestDeps
+from ._auto_plan import AutoKey, partition_out, signature_of
 from ._programs import Programs
 from ._variant import Split, StaticArg, make_jitted
 
@@ -58,6 +59,7 @@ _OWN_KWARGS = ("static_argnums", "static_argnames")
 
 # How many static variants a C++ front serves (see JitFunction._variant_added).
 FRONT_VARIANTS = 16
+
 
 _NO_INSTANCE = (
     "{name}() takes an instance of {cls} as `self`, got {got}: it was called on the class "
@@ -109,6 +111,7 @@ class JitFunction(Programs):
         self.method = method
         self.variants: dict[Any, tuple[Any, tuple]] = {}
         self.executables: set[int] = set()  # ids of the programs the variants' fronts ran (cache_size)
+        self.fastpath: dict[tuple, Any] = {}  # a variant front's answers by call signature (_remembered)
         self.tracker = Tracker(name, max_compiles, warn_compiles, self.live_entries)
         self._lock = threading.Lock()
         self._compiled: set = set()  # variant keys with a successful trace
@@ -118,6 +121,7 @@ class JitFunction(Programs):
         self._jit_kwargs = {k: v for k, v in jit_kwargs.items() if k not in _OWN_KWARGS}
         self._jit_kwargs.update(resolve_donation(fn, self._jit_kwargs))
         self.has_static = bool(self.static_pos or self.static_names)
+        self.auto_signature: inspect.Signature | None = None  # static="auto": the user's (set by _auto)
         self.fast = method and not self.has_static and buckets is None
         # deps="read": programs shared by the statics the method reads (see _deps); with
         # static arguments, one Deps per value of the other arguments' keys (_deps_args).
@@ -133,7 +137,7 @@ class JitFunction(Programs):
         self._fast: dict[tuple, Any] = {}
         self.static_fronts: list[dict[tuple, Any]] = []  # C++ fronts by static values (_static_path)
         static_params = (static_parameters(fn, skip_self=method)
-                         if self.has_static and buckets is None and self.rest_deps is None else None)
+                         if self.has_static and buckets is None and (self.rest_deps is None or method) else None)
         static = {i for i, n in enumerate(static_params[0]) if i in self.static_pos or n in self.static_names} \
             if static_params is not None else set()
         self.call: Callable[..., Any] = (
@@ -160,6 +164,8 @@ class JitFunction(Programs):
         # key's program may change, so it is looked up on each call) and with static arguments.
         self.bound_call = (
             deps_bound_call(fn, self.variants, self.deps.retry) if self.deps
+            else (self.rest_deps.bound_path(static_params, static) if _front.available() else None)
+            if self.rest_deps is not None and static_params
             else self._static_path(static_params, static, bound=True)
             if static_params and method else None
         )
@@ -379,6 +385,8 @@ class JitFunction(Programs):
         the variant of that base key, whose trace or stored key says what it reads)."""
         if self.deps is not None:
             return self.deps.made(vkey)[0]
+        if isinstance(vkey, AutoKey):
+            return self.auto_variant(vkey)
         if self.rest_deps is not None:
             return self.rest_deps.made(vkey)
         entry = self.variants.get(vkey)
@@ -402,6 +410,17 @@ class JitFunction(Programs):
                 entry = self.variants[vkey] = (self._make_jitted(vkey, layout, static_kwargs), split)
         return entry[0]
 
+    def auto_variant(self, vkey: AutoKey) -> Any:
+        """``static="auto"``: the front of variant ``vkey`` (made on first sight), which takes
+        the call's traced leaves (see ``_auto_plan``)."""
+        entry = self.variants.get(vkey)
+        if entry is None:
+            with self._lock:
+                entry = self.variants.get(vkey)
+                if entry is None:
+                    entry = self.variants[vkey] = (self._make_jitted(vkey, {}, ()), ())
+        return entry[0]
+
     def _make_method_jitted(self, key: Any) -> Any:
         """The variant of a method called with only ``self``'s key as static (``key.cls``'s)."""
         return self._make_jitted(key, {0: Split(SPECS[key.cls], key)}, ())
@@ -411,27 +430,22 @@ class JitFunction(Programs):
         C++ front of its own that every call path calls (``_front.unwrap`` gives it back)."""
         traced = functools.partial(self._traced, vkey)
         deps, base = self._deps_of(vkey)
+        auto = signature_of(vkey, self.auto_signature) if isinstance(vkey, AutoKey) else None
         jitted = make_jitted(self.fn, layout, static_kwargs, traced, self._jit_kwargs, self.static_pos,
                              _chain(deps.explain if deps is not None else None,
-                                    self.bucket_spec.explain if self.bucket_spec is not None else None))
+                                    self.bucket_spec.explain if self.bucket_spec is not None else None), auto)
         jitted = stored(jitted, self.fn, vkey, self._jit_kwargs, _VariantHooks(self, vkey, deps, base))
         # With a store, the store chooses each signature's program (StoredJit.answer, counted
         # by the store); else JAX's own miss, whose program is remembered for cache_size.
-        miss = jitted.answer if isinstance(jitted, StoredJit) else functools.partial(self._remembered, jitted)
-        front = self.make_front(jitted, miss)
+        box: list = [jitted, None]
+        miss = jitted.answer if isinstance(jitted, StoredJit) else functools.partial(self._remembered, box)
+        # Its first run of a program prepared ahead (sf.warmup, precompile) agrees between processes.
+        front = self.make_front(jitted, agreeing(self, jitted, miss, deps, base))
         if front is None:
             return jitted
         front.__sf_jit__ = jitted
+        box[1] = front
         return front
-
-    def _remembered(self, jitted: Any, *dyn: Any, **kwargs: Any) -> Any:
-        """A variant front's miss: JAX's answer, its program kept in ``executables`` (the
-        programs ``cache_size`` counts, once each however many fronts and keys reach it)."""
-        answer = _front.jax_miss(jitted, dyn, kwargs)
-        program = getattr(answer[1], "xla_executable", None)
-        if program is not None:  # its id only: JAX's entries decide how long it lives
-            self.executables.add(id(program))
-        return answer
 
     def _deps_of(self, vkey: Any) -> tuple[Deps | None, Any]:
         """The ``Deps`` that shares variant ``vkey``'s programs (``None`` for ``deps="all"``),
@@ -458,9 +472,13 @@ class JitFunction(Programs):
     def _traced(self, vkey: Any, args: tuple, kwargs: dict) -> Any:
         """The user's function while JAX traces it: described, budgeted, counted."""
         tracker = self.tracker
+        dyn = None
+        if isinstance(vkey, AutoKey):  # static="auto": the traced leaves; the user's call rebuilt
+            dyn, (args, kwargs) = args, vkey.user_call(self.auto_signature, args)
         try:
             shown = kwargs if self.bucket_spec is None else {k: v for k, v in kwargs.items() if k != ROWS_KW}
-            description = _describe.describe(self.names, args, shown, self.static_pos, self.static_names)
+            description = (_describe.describe(self.names, args, shown, self.static_pos, self.static_names)
+                           if dyn is None else vkey.describe(dyn))
         except Exception as exc:  # tracking must never break the user's call
             logger.warning("staticfield could not describe the arguments of %s (%s: %s); "
                                     "the call goes on", tracker.function, type(exc).__name__, exc)
@@ -483,11 +501,14 @@ class JitFunction(Programs):
             seen: set | None = None if deps is None else set()  # deps="read": what this trace read
             out = self.traced_fn(*args, **kwargs) if deps is None else deps.run(self.traced_fn, base, args,
                                                                                  kwargs, seen)
+            if dyn is not None:
+                out = partition_out(out)
             if several_processes():  # a multi-process job: every process makes this program
                 publish_traced(self, deps, base, seen)
         except BaseException as exc:
             tracker.abort(ticket)
             add_hint(exc, self.names, args, kwargs)
+            add_note(exc, self.names, args, kwargs, self.static_pos, self.static_names, dyn)
             raise
         if self.bucket_spec is not None:  # a bucket size's first program: no warn_compiles count
             ticket.new_bucket = self.bucket_spec.took_new_bucket()

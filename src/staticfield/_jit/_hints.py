@@ -7,6 +7,11 @@ text says the value "depends on the value of the argument self.depth". When the 
 argument path ends in a dynamic field of a staticfield instance, ``add_hint`` adds
 one paragraph saying to mark that field static, keeping JAX's text (and the
 exception object, so its traceback) as they are. Runs only when a trace fails.
+
+``add_note`` covers every other error raised while tracing (a ``TracerBoolConversionError``,
+a library's own check of ``well_posed=JitTracer(bool[])``): where a dynamic leaf of an
+instance in the call was a Python ``bool`` or ``int``, a note names those fields and how to
+make them static.
 """
 
 from __future__ import annotations
@@ -15,7 +20,10 @@ import ast
 import re
 from typing import Any
 
-from .._core._spec import SPECS
+import jax
+
+from .._core._compat import traced_call
+from .._core._spec import SPECS, is_instance
 
 _ORIGIN = re.compile(r"depends on the values? of the arguments? (.+?)\.(?:\n|$)", re.MULTILINE)
 _STEP = re.compile(r"\.([A-Za-z_]\w*)|\[([^\]]*)\]")
@@ -80,3 +88,70 @@ def _annotation(spec: Any, name: str) -> str:
     if isinstance(ann, str):
         return ann
     return getattr(ann, "__name__", None) or repr(ann).replace("typing.", "")
+
+
+# ----- a note on any error raised while tracing: the dynamic fields that held Python bools/ints
+NOTE_HEAD = "staticfield: jax.jit traced a Python bool or int held in a dynamic field ({which}):"
+NOTE_FIELD = (
+    "  {path}: a Python {kind} in a dynamic field of {cls} is traced (no {kind} while tracing); "
+    "mark it `{field}: sf.Static[{kind}]`"
+)
+NOTE_NESTED = (
+    "  {path}: a Python {kind} inside {cls}.{field}, a dynamic field, is traced; "
+    "mark `{field}` sf.field(leaves=\"any\") for a nested module (its non-array leaves stay static), "
+    "or sf.static()"
+)
+
+
+def add_note(exc: BaseException, names: list[str], args: tuple, kwargs: dict, static_pos: Any,
+             static_names: Any, traced_leaves: Any = None) -> None:
+    """If a dynamic leaf of an instance among the traced call's arguments was a Python
+    ``bool`` or ``int`` in the call (JAX's ``_trace_for_jit`` holds the call as it came),
+    add a note (PEP 678) naming those fields (``traced_leaves``: the leaves JAX traced, where
+    they are not those of ``args``, as under ``static="auto"``): where a ``TracerBoolConversionError`` or a
+    library's own check fails on the tracer, the field is named."""
+    try:
+        call = traced_call()
+        if call is None:
+            return
+        traced = ([a for i, a in enumerate(args) if i not in static_pos],
+                  {k: v for k, v in kwargs.items() if k not in static_names})
+        given = jax.tree_util.tree_leaves(call[1:])
+        here = jax.tree_util.tree_leaves(traced if traced_leaves is None else traced_leaves)
+        if len(given) != len(here):
+            return
+        python = {id(t): type(c).__name__ for t, c in zip(here, given) if type(c) in (bool, int)}
+        lines = scalar_fields(python, {**dict(zip(names, args)), **kwargs})
+        if lines:
+            exc.add_note("\n".join([NOTE_HEAD.format(which=f"{len(lines)} field{'s' if len(lines) > 1 else ''}"),
+                                    *lines]))
+    except Exception:  # noqa: BLE001 - a note must never replace the user's error
+        return
+
+
+def scalar_fields(python: dict[int, str], values: dict[str, Any]) -> list[str]:
+    """A note's lines: each leaf (by id, with its Python type's name) held in a dynamic
+    field of an instance among ``values`` (by argument name), by its path."""
+    lines: list[str] = []
+
+    def walk(value: Any, path: str) -> None:
+        spec = SPECS.get(type(value))
+        if spec is None:
+            for keypath, leaf in jax.tree_util.tree_flatten_with_path(value, is_leaf=is_instance)[0]:
+                if type(leaf) in SPECS:
+                    walk(leaf, path + jax.tree_util.keystr(keypath))
+            return
+        d = value._staticfield_dict
+        for name in spec.dynamic_names:
+            for keypath, leaf in jax.tree_util.tree_flatten_with_path(d[name], is_leaf=is_instance)[0]:
+                where = f"{path}.{name}{jax.tree_util.keystr(keypath)}"
+                if type(leaf) in SPECS:
+                    walk(leaf, where)
+                elif id(leaf) in python:
+                    text = NOTE_NESTED if keypath else NOTE_FIELD
+                    lines.append(text.format(path=where, kind=python[id(leaf)], cls=spec.cls.__qualname__,
+                                             field=name))
+
+    for name, value in values.items():
+        walk(value, name)
+    return lines

@@ -441,18 +441,21 @@ def front_miss(fn: Callable, params: list[str] | None, miss: Callable[[tuple, di
 
 def static_front_call(fn: Callable, names: list[str], defaults: dict[str, Any], static: set[int],
                       fronts: dict, make: Callable[..., Any], slow: Callable[[tuple, Any], Any],
-                      bound: bool = False) -> Callable[..., Any]:
+                      bound: bool = False, deps: bool = False) -> Callable[..., Any]:
     """The hit path of a function with static arguments, where JAX's C++ dispatch is
     available: one type-strict lookup of the static values, then a C++ jit object of
     their own (``fronts``, made by ``make(key, values)`` on first sight) that takes the
     other arguments as they are (instances flattened by JAX). With ``bound``
     (``obj.method``), the lookup key starts with ``self``'s key and the front takes
-    ``self``'s children. A static value whose type is not in ``_ATOMIC`` takes ``slow``,
-    the general path."""
+    ``self``'s children. With ``deps`` (a ``deps="read"`` method's ``obj.method``), the
+    lookup key is the static values alone and the front takes ``self``'s children and key
+    (a static argument of the front: which program a key runs is decided in its miss). A
+    static value whose type is not in ``_ATOMIC`` takes ``slow``, the general path."""
     lines, args, namespace = _static_head(fn, names, defaults, bound)
     statics = [names[i] for i in sorted(static)]
-    key = (["__sf_k"] if bound else []) + [part for n in statics for part in (f"{n}.__class__", n)]
-    dyn = (["__sf_c"] if bound else []) + [n for i, n in enumerate(names) if i not in static and not (bound and i == 0)]
+    key = (["__sf_k"] if bound and not deps else []) + [part for n in statics for part in (f"{n}.__class__", n)]
+    dyn = (["__sf_c", "__sf_k"] if deps else ["__sf_c"] if bound else []) + [
+        n for i, n in enumerate(names) if i not in static and not (bound and i == 0)]
     lines += [
         f"    if {' and '.join(f'{n}.__class__ in __sf_ATOMIC' for n in statics)}:",
         f"        __sf_key = ({', '.join(key)},)",

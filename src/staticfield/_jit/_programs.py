@@ -11,9 +11,16 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import jax
+
 from .._core import _compat
 from .._core import _front
 from .._store import StoredJit
+from .._store._key import signature as call_signature
+from ._agreement import ahead
+
+_trace_context = _compat.get("trace_context") or (lambda: None)
+_trace_state_clean = _compat.get("trace_state_clean") or (lambda: False)
 
 
 class Programs:
@@ -32,6 +39,7 @@ class Programs:
     deps_front: Any  # deps="read": obj.method's C++ dispatch, or None
     static_fronts: list  # per static-argument hit path: its C++ fronts by static values
     executables: set
+    fastpath: dict  # a variant front's answers by call signature (_remembered)
     bucket_spec: Any  # buckets=: its BucketSpec, or None
 
     def _jax_call(self, args: tuple, kwargs: dict) -> tuple[Any, list, dict]:
@@ -59,6 +67,39 @@ class Programs:
         jitted, dyn, kwargs = self._jax_call(args, kwargs)
         return aot(jitted, what)(*dyn, **kwargs)
 
+    def _remembered(self, box: list, *dyn: Any, **kwargs: Any) -> Any:
+        """A variant front's miss: JAX's answer, its program kept in ``executables`` (the
+        programs ``cache_size`` counts, once each however many fronts and keys reach it).
+
+        Another front asks for this variant's answer when it reuses the program (a
+        ``deps="read"`` key new to its front, a static front's first call): where the call's
+        signature (structure, each leaf's aval, sharding and commitment, the trace context,
+        as the program store keys a program) is one this front already answered, the
+        program runs from the front's own C++ cache and the fast-path data kept from that
+        answer is given again, with no pass through JAX's Python dispatch."""
+        jitted, front = box
+        kept = self.fastpath
+        sig = None
+        asked, _front.ASKED.on = getattr(_front.ASKED, "on", False), False
+        if asked and _trace_state_clean():  # another front asks, outside any trace
+            leaves, tree = jax.tree_util.tree_flatten((dyn, kwargs))
+            try:
+                sig = (front, tree, call_signature(leaves), _trace_context())
+            except Exception:  # noqa: BLE001 - a leaf with no such signature (a typed PRNG key)
+                sig = None
+            if sig is not None and None in sig[2]:  # a tracer, or a leaf JAX itself must judge
+                sig = None
+            data = kept.get(sig) if sig is not None else None
+            if data is not None:  # (this front's own dispatch: a hit, or a miss that JAX serves)
+                return front(*dyn, **kwargs), data, False
+        answer = _front.jax_miss(jitted, dyn, kwargs)
+        program = getattr(answer[1], "xla_executable", None)
+        if program is not None:  # its id only: JAX's entries decide how long it lives
+            self.executables.add(id(program))
+            if sig is not None and len(kept) < 256:
+                kept[sig] = answer[1]
+        return answer
+
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """``jax.jit(...).lower`` for these arguments (ahead-of-time compilation)."""
         return self._aot("lower", args, kwargs)
@@ -75,8 +116,10 @@ class Programs:
         """Trace and compile the program for these arguments (arrays or
         ``jax.ShapeDtypeStruct``s) without running it: with a program store, load it or
         compile and store it; without one, into this function's cache. Either way a later
-        call with those avals traces nothing; a precompile counts as a compile."""
-        self._aot("precompile", args, kwargs)
+        call with those avals traces nothing; a precompile counts as a compile. In a
+        multi-process job the program agrees between processes on its first run."""
+        with ahead():
+            self._aot("precompile", args, kwargs)
 
     def clear_cache(self) -> None:
         """Drop every compiled program of every variant; ``compile_count`` stays a history,
@@ -86,6 +129,7 @@ class Programs:
         for front in self.fronts():
             _front.clear(front)
         self.executables.clear()
+        self.fastpath.clear()
         self.tracker.programs_cleared()
 
     def fronts(self) -> list[Any]:

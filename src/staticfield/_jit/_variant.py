@@ -90,6 +90,7 @@ def make_jitted(
     jit_kwargs: dict[str, Any],
     static_pos: frozenset,
     explain: Callable[[list], list] | None = None,
+    signature: inspect.Signature | None = None,
 ) -> Any:
     """``jax.jit`` of ``fn`` for one layout; ``traced(args, kwargs)`` runs the user's
     function with tracking, given the rebuilt arguments. ``explain`` (``deps="read"``)
@@ -121,7 +122,8 @@ def make_jitted(
     tracker = getattr(getattr(getattr(traced, "func", None), "__self__", None), "tracker", None)
     if tracker is not None:  # sf.watch: why a compile it saw first was a recompile here
         inner.__sf_recompiles__ = lambda: tracker.recompiles  # type: ignore[attr-defined]
-    signature = user_signature(fn, layout)
+    if signature is None:  # (static="auto" gives its own: see _auto_plan.signature_of)
+        signature = user_signature(fn, layout)
     if signature is not None:
         inner.__signature__ = signature  # type: ignore[attr-defined]
     kwargs = dict(jit_kwargs)

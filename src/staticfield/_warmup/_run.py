@@ -19,6 +19,7 @@ from .. import _store
 from .._core._traceback import call_site, located
 from .._core import _front
 from .._jit._engine import ENGINES, JitFunction
+from .._jit._agreement import ahead
 from .._jit._programs import aot
 from .._store import _program, _records
 
@@ -109,9 +110,9 @@ def warmup(workers: int | None = None, progress: bool = True) -> Summary:
             if engine.bucket_spec is not None:  # "auto": the recorded exact sizes stay exact
                 engine.bucket_spec.restore(record.note)
             tasks.append((engine, record, name))
-    # Every process of a job prepares its programs in one order: a program over several
-    # processes waits, when it is made, for the others to make it too (the agreement), so
-    # two workers each waiting on a program the other process has not reached would stall.
+    # Every process of a job prepares its programs in one order (a program over several
+    # processes agrees with the others on its first run, in the order the job runs them,
+    # so no preparation waits for another process).
     tasks.sort(key=lambda task: task[1].order)
     threads: set[int] = set()
     lock = threading.Lock()
@@ -209,6 +210,7 @@ def _prepare_here(engine: JitFunction, record: _records.Record) -> tuple[Counts,
     """Load, or trace and compile (or hand the compile over), one recorded program: its
     counts, why it was skipped (``""``: it was not), and the thread."""
 
+    @ahead()  # a program over several processes agrees on its first run, not here
     def prepare() -> None:
         jitted = _front.unwrap(engine.variant(record.variant()))
         dyn, kwargs = record.arguments()
