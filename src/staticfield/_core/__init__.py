@@ -2,7 +2,8 @@
 
 Owns the decorator and ``Struct``; how a field is marked (``_field``, and ``_marks`` for
 what a class body's annotations and defaults become) and the per-class
-facts computed once at decoration (``_spec``); the generated ``__init__``, flatten and
+facts computed once at decoration (``_spec``); which classes are decorated, and their
+registration with JAX (``_registry``: ``SPECS``, the hit paths' one-lookup test); the generated ``__init__``, flatten and
 unflatten (``_codegen``, through the one code-generation helper ``_gen``); construction
 checks and freezing of static values (``_checks``, ``_freeze``, ``FrozenDict``); the
 type-strict static keys (``_keys``); abstract methods, ``AbstractVar`` and

@@ -15,7 +15,8 @@ import numpy as np
 
 from . import _compat, _errors, _state
 from ._slots import used_whole
-from ._spec import ensure_registered, spec_of
+from ._spec import spec_of
+from ._registry import ensure_registered
 from ._state import BUILDING
 
 T = TypeVar("T")

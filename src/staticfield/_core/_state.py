@@ -54,7 +54,8 @@ from typing import Any, Callable
 
 from . import _errors, _slots, _vars
 from ._checks import store
-from ._spec import SPEC_ATTR, Spec, spec_of
+from ._spec import Spec, spec_of
+from ._registry import SPEC_ATTR
 
 KEY_ATTR = "_staticfield_key"
 FLAT_ATTR = "_staticfield_flat"

@@ -26,7 +26,7 @@ from .._buckets import bucket_spec
 from ._bound import JitMethod, make_method
 from ._engine import JitFunction
 from ._hitpath import public_function
-from .._core._spec import SPECS
+from .._core._registry import SPECS
 from ._tracker import UNSET, default_warn_compiles
 from ._types import JitMethodDescriptor, Jitted
 

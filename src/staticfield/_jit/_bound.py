@@ -22,7 +22,7 @@ import jax
 from ._args import qualname
 from ._engine import JitFunction
 from .._core._deep import rebuild
-from .._core._spec import SPECS
+from .._core._registry import SPECS
 from .._core._state import cache_binding, flat
 from ._tracker import TRACKER_SETTINGS, check_positive
 

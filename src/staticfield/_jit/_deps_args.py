@@ -20,7 +20,7 @@ from typing import Any, Callable, NamedTuple
 
 from .._core import _front
 from .._core._deep import rebuild
-from .._core._spec import SPECS
+from .._core._registry import SPECS
 from .._core._state import flat
 from .._deps import _check
 from .._deps._share import Abort, Deps

@@ -33,7 +33,7 @@ from .._core import _front
 from ._hitpath import (deps_bound_call, deps_method_call, front_miss, general_call, method_call, plain_positional,
                        static_call, static_front_call, static_parameters)
 from .._core._keys import StaticArgKey
-from .._core._spec import SPECS
+from .._core._registry import SPECS
 from .._core._state import flat
 from .._core._traceback import hide
 from .._store import Hooks, StoredJit, stored

@@ -19,7 +19,7 @@ from typing import Any, Callable
 from ._args import _stand_in, call_signature, qualname, signature_parts, wrong_call
 from .._deps._share import Abort
 from .._core._gen import compile_functions
-from .._core._spec import SPECS
+from .._core._registry import SPECS
 from .._core._deep import rebuild
 from .._core._state import DEEP_ATTR, FLAT_ATTR
 from .._core._traceback import hide
