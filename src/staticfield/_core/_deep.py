@@ -22,7 +22,8 @@ from typing import Any
 
 from ._keys import StaticKey
 from ._registry import SPECS
-from ._state import DEEP_ATTR, flat, hold_deep
+from ._sealed import hold_deep
+from ._state import DEEP_ATTR, flat
 
 Path = tuple  # of str (a field) and int (a tuple index)
 
