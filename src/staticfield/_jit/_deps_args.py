@@ -24,7 +24,7 @@ from .._core._registry import SPECS
 from .._core._state import flat
 from .._deps import _check
 from .._deps._share import Abort, Deps
-from ._hitpath import static_front_call
+from ._hitpath_static import static_front_call
 from ._programs import aot
 from ._variant import Split, StaticArg
 

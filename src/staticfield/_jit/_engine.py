@@ -41,7 +41,7 @@ from ._args import check_jit_kwargs, qualname, resolve_donation, resolve_static
 from ._deps_args import RestDeps
 from ._fronts import Fronts
 from ._hitpath import deps_bound_call, deps_method_call, front_miss, general_call, method_call, plain_positional
-from ._hitpath import static_parameters
+from ._hitpath_static import static_parameters
 from ._miss import Misses
 from ._programs import Programs
 from ._traced import Tracing
@@ -116,7 +116,7 @@ class JitFunction(Fronts, Misses, Tracing, Programs):
                              fn, self.tracker.function)
         elif deps == "read":
             self.rest_deps = RestDeps(self)
-        # Static arguments: one type-strict lookup per hit (_hitpath.static_call), where the
+        # Static arguments: one type-strict lookup per hit (_hitpath_static), where the
         # signature lets a hit path take the user's parameters; else the general path.
         self._fast: dict[tuple, Any] = {}
         self.static_fronts: list[dict[tuple, Any]] = []  # C++ fronts by static values (_static_path)
@@ -160,7 +160,7 @@ class JitFunction(Fronts, Misses, Tracing, Programs):
             else method_call(self.fn, self.variants, self.method_miss) if self.deps is None
             else deps_method_call(self.fn, self.variants, self.deps.retry)
         )
-        if self.bucket_spec is not None and self.method:  # (sf.jit wraps its own: _hitpath.public_function)
+        if self.bucket_spec is not None and self.method:  # (sf.jit wraps its own: _hitpath_jit)
             self.call = self.bucket_spec.front(self.call)
         # Cls.method(obj, ...) of a method without static arguments: JAX's C++ dispatch in
         # front of the variants (_front), with this Python path under jax.disable_jit().

@@ -13,7 +13,7 @@ variants.
 
 Imports: ``_core`` (``_front``, ``_deep.rebuild``, ``SPECS``, ``hide``), ``_deps`` (the
 checking mode) and ``_hitpath_static`` (the static-argument hit paths it generates).
-Called by the engine's constructor and by ``_hitpath.public_function``; its handlers by
+Called by the engine's constructor and by ``_hitpath_jit.public_function``; its handlers by
 JAX's C++ dispatch.
 """
 
@@ -29,7 +29,7 @@ from .._core._deep import rebuild
 from .._core._registry import SPECS
 from .._core._traceback import hide
 from .._deps._check import enabled as check_enabled
-from ._hitpath import static_call, static_front_call
+from ._hitpath_static import static_call, static_front_call
 
 # How many static variants a C++ front serves (see Fronts._variant_added).
 FRONT_VARIANTS = 16
