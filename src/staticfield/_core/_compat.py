@@ -54,6 +54,8 @@ FEATURES = {
     "tracebacks": "staticfield's own frames stay in the tracebacks of errors raised through it",
     "cache_size": "cache_size() cannot count compiled programs (compile_count still counts compiles)",
     "store": "the program store stays off",
+    "store_random": ("the program store cannot keep programs whose PRNG keys use an implementation "
+                     "defined outside JAX (jax.extend.random.define_prng_impl)"),
     "no_compiles": ("sf.no_compiles() cannot refuse the compiles of functions other than "
                     "staticfield's (sf.jit and jit_method are still refused)"),
     "no_compiles_cache": ("sf.no_compiles() also refuses a program that JAX's persistent compilation "
@@ -88,6 +90,9 @@ PRIVATE: tuple[Private, ...] = (
     Private("trace_context", "jax._src.config", "trace_context", None, "store"),
     Private("trace_context_names", "jax._src.config", "trace_context_names", None, "store"),
     Private("initialize_lapack", "jax._src.lax.linalg", "initialize_lapack", (), "store"),
+    # A typed key's element type (key<fry>) holds its PRNG implementation, whose functions
+    # the random primitives lower; a user-defined one is digested by what they compute.
+    Private("prng_key_type", "jax._src.random.prng", "KeyTy", None, "store_random"),
     Private("source_summary", "jax._src.source_info_util", "summarize", ("source_info",), "bucket_lines"),
     # sf.no_compiles(): every XLA compile of any JAX function passes through it, after
     # the trace and lowering, before XLA runs (the stance refuses there).
@@ -235,6 +240,15 @@ def cache_size(jitted: Any) -> int:
     if size is None:
         raise RuntimeError(unavailable("cache_size"))
     return int(size(jitted))
+
+
+def key_impl(dtype: Any) -> Any:
+    """The PRNG implementation of a key element type (``key<fry>``: JAX's ``KeyTy``, whose
+    ``_impl`` it is); ``None`` for any other dtype, or where this JAX has no ``KeyTy``."""
+    cls = FOUND.get("prng_key_type")
+    if cls is None or type(dtype) is not cls:
+        return None
+    return getattr(dtype, "_impl", None)
 
 
 def jit_trace_locals(start: Any, depth: int | None = None) -> dict | None:
