@@ -282,6 +282,31 @@ def test_cache_size_and_clear_cache_work_with_a_store(store):
     assert (f.compile_count, f.load_count, f.cache_size()) == (2, 1, 1)
 
 
+def test_a_loaded_programs_outputs_are_arrays_jax_knows(store):
+    """The outputs of a program loaded from the store have the avals a compiled program's
+    have: a function called on them inside another trace is not traced again (JAX 0.12
+    pickled its AutoLayout singleton as a new object, so every loaded output's aval was new
+    to JAX's trace cache, and the RL rollout of a second process compiled its step again)."""
+    traces = 0
+
+    @sf.jit
+    def inner(x):
+        nonlocal traces
+        traces += 1
+        return x * 2
+
+    @sf.jit
+    def outer(x):
+        return jax.lax.scan(lambda c, _: (inner(c), None), x, None, length=3)[0]
+
+    inner(jnp.ones(3))
+    inner.clear_cache()  # JAX's trace caches too: the next call loads, after a trace
+    y = inner(jnp.ones(3))
+    assert (inner.load_count, traces) == (1, 2)
+    np.testing.assert_array_equal(outer(y), np.full(3, 16.0))
+    assert (traces, inner.compile_count) == (2, 1)
+
+
 def test_a_thread_calling_a_jitted_helper_while_another_traces_does_not_deadlock(store):
     tracing, done = threading.Event(), threading.Event()
 

@@ -165,7 +165,9 @@ class _Walker:
             return (f"{dtype}{list(aval.shape)}w{int(aval.weak_type)}"
                     f"s{self.value(getattr(aval, 'sharding', None), 1)}"
                     f"m{self.value(getattr(aval, 'vma', None), 1)}"
-                    f"k{self.value(getattr(aval, 'memory_space', None), 1)}")
+                    f"a{self.value(getattr(aval, 'manual_axis_type', None), 1)}"
+                    f"k{self.value(getattr(aval, 'memory_space', None), 1)}"
+                    f"l{self.value(getattr(aval, 'layout', None), 1)}")
         return self.value(aval, 1)
 
     # ----- values ---------------------------------------------------------------------
