@@ -130,7 +130,8 @@ class Tracker:
         location = _safe(call_site, "")
         with self._lock:
             number = self.compile_count + len(self._pending) + 1
-            event = self._explain(description, number, location, annotate) if number > 1 else None
+            # against earlier compiles, and programs loaded from the store (remembered too)
+            event = self._explain(description, number, location, annotate) if number > 1 or self._history else None
             if budget:
                 if _stance.refusing() and not _stance.abstract():
                     raise RecompileError(_stance_message.refused(
