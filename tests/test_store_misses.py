@@ -56,3 +56,8 @@ def test_no_compiles_after_warmup_names_the_field_against_the_loaded_program(tmp
     assert said.startswith("Poly.__call__ would compile inside sf.no_compiles()"), said
     assert "self.degree: 2 → 4 (static)" in said, said
     assert "first compile" not in said and "Poly(degree=2" not in said, said
+    if trust == "trace":  # warm-up traced the program it loaded: the refusal compares with that
+        assert "what changed since its closest earlier compile or load in this process is below" in said
+    else:  # loaded with no trace: against the store's closest program
+        assert ("not loaded from the program store: the closest stored program differs in self.degree: 2 → 4 "
+                "(static)") in said
