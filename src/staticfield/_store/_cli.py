@@ -70,18 +70,7 @@ def _runs(avals: list[str]) -> str:
 
 def _linked(directory: str) -> set[str]:
     """The entries a ``trust="source"`` key points to (by file name, without suffix)."""
-    found = set()
-    try:
-        names = [n for n in os.listdir(directory) if n.endswith(_entries.LINK) and not n.startswith(".")]
-    except OSError:
-        return found
-    for name in names:
-        try:
-            with _entries.open_entry(os.path.join(directory, name)) as f:
-                found.add(str(_entries.read_header(f)["entry"]))
-        except (OSError, _entries.BadEntry, KeyError, TypeError):
-            continue
-    return found
+    return {str(entry) for entry in _entries.headers(directory, _entries.LINK, "entry")}
 
 
 def _row(path: str, header: dict[str, Any], size: int, linked: set[str]) -> list[str]:

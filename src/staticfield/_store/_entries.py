@@ -164,6 +164,23 @@ def entries(directory: str) -> Iterator[tuple[str, dict[str, Any] | None, int]]:
     yield from found
 
 
+def headers(directory: str, suffix: str, part: str) -> Iterator[dict[str, Any]]:
+    """The ``part`` of the JSON line of each trusted, readable file of ``directory`` ending
+    in ``suffix`` (records, refusals, ``trust="source"`` keys), by file name; others are
+    left out."""
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(suffix) and not n.startswith("."))
+    except OSError:
+        return
+    for name in names:
+        try:
+            with open_entry(os.path.join(directory, name)) as f:
+                found = read_header(f)[part]
+        except (OSError, BadEntry, KeyError):
+            continue
+        yield found
+
+
 RECORD = ".sfrec"  # what sf.warmup needs to make a program again (``_records``)
 REFUSED = ".sfref"  # a function whose programs the store refused, and why (``_saying``)
 

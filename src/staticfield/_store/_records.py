@@ -212,16 +212,10 @@ class Record:
 def read(directory: str) -> list[Record]:
     """Every readable record in the store (an unreadable one is left out)."""
     found = []
-    try:
-        names = sorted(n for n in os.listdir(directory) if n.endswith(SUFFIX) and not n.startswith("."))
-    except FileNotFoundError:
-        return []
-    for name in names:
+    for record in _entries.headers(directory, SUFFIX, "record"):
         try:
-            with _entries.open_entry(os.path.join(directory, name)) as f:
-                record: dict[str, Any] = _entries.read_header(f)["record"]
             found.append(Record(record["module"], record["qualname"], record["options"], record))
-        except (OSError, _entries.BadEntry, KeyError, TypeError):
+        except (KeyError, TypeError):
             continue
     return found
 

@@ -11,7 +11,6 @@ warning naming it, and is written again.
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any, Callable
 
@@ -71,16 +70,10 @@ def cannot_serve(fn: Callable, why: str, directory: str | None = None) -> None:
 def refused(directory: str) -> list[tuple[str, str]]:
     """The refusals kept in the store: (function, why), by function."""
     found = []
-    try:
-        names = sorted(n for n in os.listdir(directory) if n.endswith(REFUSED) and not n.startswith("."))
-    except OSError:
-        return []
-    for entry in names:
+    for record in _entries.headers(directory, REFUSED, "refused"):
         try:
-            with _entries.open_entry(os.path.join(directory, entry)) as f:
-                record = _entries.read_header(f)["refused"]
             found.append((str(record["function"]), str(record["why"])))
-        except (OSError, _entries.BadEntry, KeyError, TypeError):
+        except (KeyError, TypeError):
             continue
     return sorted(found)
 
