@@ -40,7 +40,6 @@ import jax
 
 from .._core import _compat, _front
 from .._core._errors import STORE_CHECK, RecompileError, StoreCheckError
-from .._core._keys import StaticArgKey, StaticKey
 from . import _digest, _entries, _key, _misses, _records, _saying, _sources
 from ._executable import Unstorable, deserialize, serialize
 
