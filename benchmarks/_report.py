@@ -32,8 +32,8 @@ def _restart_parts(results: Results) -> list[str]:
     out = ["", f"Where the store's time to first result goes, on {parts.get('device', '?')} (s; the "
            "median of the processes): the trace and the first run are paid by JAX's cache too, "
            "and so is loading the executable (JAX's cache deserializes it as well).", "",
-           "| model | store | trace | deserialize | first run | store's own work | own / total |",
-           "|---|---|--:|--:|--:|--:|--:|"]
+           "| model | store | trace | deserialize | first run | store's own work | agreement | own / total |",
+           "|---|---|--:|--:|--:|--:|--:|--:|"]
     for model in models:
         for name, split in parts[model].items():
             total = results.get(restart.RESTART, model, name)

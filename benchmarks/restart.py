@@ -55,7 +55,7 @@ STORE = "program store, trust=\"trace\" (warm)"
 SOURCE = "program store, trust=\"source\" (warm)"
 MODES = {"cold": COLD, "pcache": PCACHE, "trace": STORE, "source": SOURCE}
 PARTS = "restart parts"  # results.extra: where a store contender's time went, per model
-PART_NAMES = ("trace", "deserialize", "first run", "store's own work")
+PART_NAMES = ("trace", "deserialize", "first run", "store's own work", "agreement")
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -103,25 +103,28 @@ def _child(mode: str, folder: str, model: str) -> None:
     jax.block_until_ready(outs)
     us = (time.perf_counter_ns() - t0) / 1e3
     parts = None
-    if spent is not None:  # µs: the miss handler's time less the trace and XLA's load is the store's own
+    if spent is not None:  # µs: the miss handler's time less the trace, XLA's load and the agreement
         parts = {"trace": spent["trace"] * 1e6, "deserialize": spent["load"] * 1e6,
                  "first run": us - spent["program"] * 1e6,
-                 "store's own work": (spent["program"] - spent["trace"] - spent["load"]) * 1e6}
+                 "store's own work": (spent["program"] - spent["trace"] - spent["load"] - spent["agree"]) * 1e6,
+                 "agreement": spent["agree"] * 1e6}
     print(json.dumps({"us": us, "compiles": Model.apply.compile_count, "loads": Model.apply.load_count,
                       "parts": parts, "device": jax.devices()[0].device_kind}))
 
 
 def _timers() -> dict[str, float]:
     """Seconds spent in the store's miss handler (``StoredJit.program``), in the traces it
-    asks for (each runs inside its variant's ``deferred()``, which counts it) and in XLA's
-    loading of an executable (``deserialize``), accumulated while the process runs."""
+    asks for (each runs inside its variant's ``deferred()``, which counts it), in XLA's
+    loading of an executable (``deserialize``), and, in a two-process job, in agreeing on
+    a program loaded with no trace with the other process (``agree``: the processes'
+    agreement, not the store's work), accumulated while the process runs."""
     import contextlib
     import time
 
     from staticfield._jit import _engine
     from staticfield._store import _program
 
-    spent = {"program": 0.0, "trace": 0.0, "load": 0.0}
+    spent = {"program": 0.0, "trace": 0.0, "load": 0.0, "agree": 0.0}
 
     def timed(fn: Any, part: str) -> Any:
         def timed_call(*args: Any, **kwargs: Any) -> Any:
@@ -146,6 +149,7 @@ def _timers() -> dict[str, float]:
             spent["trace"] += time.perf_counter() - start
 
     _engine._VariantHooks.deferred = traced  # type: ignore[method-assign]
+    _engine._VariantHooks.agree = timed(_engine._VariantHooks.agree, "agree")  # type: ignore[method-assign]
     return spent
 
 
@@ -226,7 +230,7 @@ def run(cfg: Config, results: Results) -> None:
             print(f"  {name}: {us / 1e6:.3f} s ({counts[name]})", flush=True)
             split = extra[model].get(name)
             if split:
-                print("    " + ", ".join(f"{part} {split[part] / 1e6:.3f} s" for part in PART_NAMES if part in split)
+                print("    " + ", ".join(f"{part} {split[part] / 1e6:.3f} s" for part in PART_NAMES if split.get(part))
                       + f"; the store's own work is {split[PART_NAMES[3]] / us:.1%} of the time", flush=True)
 
 

@@ -19,6 +19,7 @@ written. A record whose mesh names devices this process lacks cannot be rebuilt
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import pickle
 from typing import Any, Callable
@@ -67,9 +68,11 @@ def _keyed(plain: Any) -> Any:
     return plain
 
 
+@functools.lru_cache(maxsize=4096)
 def _leaf(sig: Any) -> list | None:
     """One argument leaf's signature (``_key.signature``) as JSON; ``None`` when it cannot
-    be rebuilt (a sharding other than one device or a ``NamedSharding`` over a mesh)."""
+    be rebuilt (a sharding other than one device or a ``NamedSharding`` over a mesh).
+    Remembered per signature (a model's leaves share a few), never changed by callers."""
     if isinstance(sig[0], tuple):
         shape, dtype, weak, sharding, committed = sig
         dtype = _prng.dtype_name(dtype)  # a key type by its implementation's registered name
