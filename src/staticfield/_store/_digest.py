@@ -20,7 +20,9 @@ Python callable, an array spread over other processes) makes the jaxpr
 ``Undigestible``: the program is compiled and not stored, never guessed at. The only
 callables passed over are the differentiation rules of ``custom_jvp``/``custom_vjp``
 calls: by the time a jaxpr is lowered, differentiation has happened, and lowering
-uses the primal jaxpr alone.
+uses the primal jaxpr alone. A function of JAX's own (a ``checkpoint`` policy) is
+written by its qualified name, the entry's JAX version covering its code, and what it
+closes over by value.
 
 A plain walk, memoized per sub-jaxpr object (a layer function jitted once and called
 256 times is hashed once), costs a small part of the trace it follows; hashing
@@ -33,6 +35,7 @@ import dataclasses
 import enum
 import functools
 import hashlib
+import types
 from typing import Any
 
 import jax
@@ -224,6 +227,14 @@ class _Walker:
             return device_text
         if isinstance(v, type):
             return f"class:{_name(v)}"
+        if isinstance(v, types.FunctionType) and v.__code__.co_filename.startswith(_prng.JAX_DIR):
+            # JAX's own function (a checkpoint policy): its code is the entry's JAX version's,
+            # what it closes over and its defaults are written by value
+            try:
+                carried = (tuple(c.cell_contents for c in v.__closure__ or ()), v.__defaults__, v.__kwdefaults__)
+            except ValueError:  # an empty cell
+                raise Undigestible(f"a function of JAX's with an empty closure cell ({_label(v)})") from None
+            return f"jaxfn:{v.__module__}.{v.__qualname__}({self.value(carried, depth + 1)})"
         if _is_function(v):
             raise Undigestible(f"a Python function in the program ({_label(v)})")
         if dataclasses.is_dataclass(v):
@@ -247,8 +258,6 @@ def _label(v: Any) -> str:
 
 
 def _is_function(v: Any) -> bool:
-    import types
-
     return isinstance(v, (types.FunctionType, types.MethodType, types.BuiltinFunctionType)) or type(v).__name__ in (
         "partial", "WrappedFun", "Partial")
 

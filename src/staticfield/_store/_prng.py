@@ -35,7 +35,7 @@ import numpy as np
 
 from .._core import _compat
 
-_JAX_DIR = os.path.join(os.path.dirname(os.path.abspath(jax.__file__)), "")
+JAX_DIR = os.path.join(os.path.dirname(os.path.abspath(jax.__file__)), "")
 _FUNCTIONS = ("seed", "split", "random_bits", "fold_in")
 # The primitives whose lowering calls one of the implementation's functions.
 _LOWERED = {"random_seed": "seed", "random_split": "split", "random_fold_in": "fold_in",
@@ -75,7 +75,7 @@ def built_in(impl: Any) -> bool:
 def _jax_function(fn: Any) -> bool:
     return (isinstance(fn, types.FunctionType) and not fn.__closure__
             and str(getattr(fn, "__module__", "")).startswith("jax.")
-            and fn.__code__.co_filename.startswith(_JAX_DIR))
+            and fn.__code__.co_filename.startswith(JAX_DIR))
 
 
 def impl_text(impl: Any) -> str:
