@@ -180,8 +180,9 @@ def body(results: Results, targets: list[Target], machine: dict[str, Any],
                 "layers with 4 variants, and 256 layers with 1; and the 64-layer model in process 1 of "
                 "a two-process job, where JAX's persistent cache never hits (process 0 writes it). µs "
                 "from the first call to the last result (imports and inputs before the clock), the "
-                "median of 5 processes each.", ""]
-        out += _table(results.select(restart.RESTART), restart.COLD)
+                "median of the processes (5 each, or --rounds).", ""]
+        for model in dict.fromkeys(row.param for row in results.select(restart.RESTART)):
+            out += [f"{model}:", ""] + _table(results.select(restart.RESTART, model), restart.COLD) + [""]
         out += _restart_parts(results)
     if results.select(buckets.SERVE):
         served = results.extra.get(buckets.COMPILES, {})
