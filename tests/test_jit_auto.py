@@ -4,8 +4,8 @@ with staticfield's counting, explanations and type-strict keys."""
 from __future__ import annotations
 
 import functools
-import pickle
 import gc
+import pickle
 import sys
 
 import jax
