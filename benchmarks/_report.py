@@ -23,6 +23,28 @@ def _best_anchor(rows: list[Row]) -> Row | None:
     return min(anchors, key=lambda r: r.us) if anchors else None
 
 
+def _restart_parts(results: Results) -> list[str]:
+    """Case 10: where each store contender's time to first result went (seconds)."""
+    parts = results.extra.get(restart.PARTS, {})
+    models = [m for m in (*restart.MODELS, restart.JOB) if parts.get(m)]
+    if not models:
+        return []
+    out = ["", f"Where the store's time to first result goes, on {parts.get('device', '?')} (s; the "
+           "median of the processes): the trace and the first run are paid by JAX's cache too, "
+           "and so is loading the executable (JAX's cache deserializes it as well).", "",
+           "| model | store | trace | deserialize | first run | store's own work | agreement | own / total |",
+           "|---|---|--:|--:|--:|--:|--:|--:|"]
+    for model in models:
+        for name, split in parts[model].items():
+            total = results.get(restart.RESTART, model, name)
+            if not split or not total:
+                continue
+            cells = [f"{split.get(p, 0) / 1e6:.3f}" for p in restart.PART_NAMES]
+            share = split.get(restart.PART_NAMES[3], 0) / total
+            out.append(f"| {model} | {name} | " + " | ".join(cells) + f" | {share:.1%} |")
+    return out
+
+
 def _table(rows: list[Row], reference: str) -> list[str]:
     """A contender table: µs per call, × the reference, × the best anchor."""
     ref = next((r for r in rows if r.name == reference), None)
@@ -158,8 +180,10 @@ def body(results: Results, targets: list[Target], machine: dict[str, Any],
                 "layers with 4 variants, and 256 layers with 1; and the 64-layer model in process 1 of "
                 "a two-process job, where JAX's persistent cache never hits (process 0 writes it). µs "
                 "from the first call to the last result (imports and inputs before the clock), the "
-                "median of 5 processes each.", ""]
-        out += _table(results.select(restart.RESTART), restart.COLD)
+                "median of the processes (5 each, or --rounds).", ""]
+        for model in dict.fromkeys(row.param for row in results.select(restart.RESTART)):
+            out += [f"{model}:", ""] + _table(results.select(restart.RESTART, model), restart.COLD) + [""]
+        out += _restart_parts(results)
     if results.select(buckets.SERVE):
         served = results.extra.get(buckets.COMPILES, {})
         out += ["", f"{h} 11. shape buckets: an MLP served with many batch sizes", "",

@@ -169,8 +169,9 @@ def _said(changes) -> list[tuple[str, str, str, str]]:
 
 
 def test_static_auto_watch_report_agrees_with_recompile_and_the_warning():
-    """sf.jit(static="auto"): the watch says `max_steps: (default) → 100 (static_arg)` as the
-    Recompile and the warning do (no AnyLeaves node or metadata); a new lambda each call is
+    """sf.jit(static="auto"): the watch says `max_steps: 256 → 100 (static_arg)` (the default
+    bound, as a call passing 256 keys) as the Recompile and the warning do (no AnyLeaves node
+    or metadata); a new lambda each call is
     `fn: an earlier function object → a new function object, same code`, and no hint tells a
     function to become traced."""
     import warnings
@@ -189,7 +190,7 @@ def test_static_auto_watch_report_agrees_with_recompile_and_the_warning():
     (entry,) = jitted(w)
     watched = [_said(c.changes) for c in entry.compiles[1:]]
     assert watched == [_said(r.changes) for r in f.recompiles], w.report()
-    assert watched[0] == [("max_steps", "static_arg", "(default)", "100")]
+    assert watched[0] == [("max_steps", "static_arg", "256", "100")]
     assert watched[2] == [("fn", "static_arg", "an earlier function object", "a new function object, same code")]
     text = w.report()
     assert "AnyLeaves" not in text and "leaves='any'" not in text, text

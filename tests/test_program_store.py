@@ -413,17 +413,22 @@ def test_precompile_with_values_that_are_not_arrays_says_what_it_takes(store):
 
 # ----- the command line -----------------------------------------------------------------
 def test_the_store_command_lists_and_clears(store, capsys):
+    """One line per program (function, statics, leading avals, how it is found, size,
+    age) in at most 100 columns; -v adds every aval, the devices and the JAX version."""
     from staticfield.__main__ import main
 
     run_model(fresh(store), depth=3)
     path = str(store / "store")
     assert main(["store", path]) == 0
-    out = capsys.readouterr().out
-    assert "store_user.Model.apply" in out and "Model(w" not in out
-    assert "statics: Model(depth=3)" in out
-    assert "float32[3]" in out and "1 program(s)" in out
-    assert all(len(line) <= 100 for line in out.splitlines())
-    assert "devices: 0 (process 0 of 1)" in out and "trust=trace" in out
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 3 and all(len(line) <= 100 for line in out), out
+    assert out[0].split()[:4] == ["store_user.Model.apply", "Model(depth=3)", "f32[3]", "\u00d72"], out
+    assert out[0].split()[4] == "both" and out[1].startswith("1 program(s), ")
+    assert out[2] == "1 record(s) for sf.warmup: store_user.Model.apply 1"
+    assert main(["store", path, "-v"]) == 0
+    verbose = capsys.readouterr().out
+    assert "    avals: float32[3] SingleDeviceSharding" in verbose
+    assert f"devices 0 of process 0 of 1; jax {jax.__version__}, cpu" in verbose
     assert main(["store", path, "--clear"]) == 0
     assert "removed 1 program(s)" in capsys.readouterr().out
     assert entries(store) == []
@@ -674,8 +679,8 @@ def test_a_miss_names_what_differs_from_the_closest_stored_program(store, caplog
     assert "(mul at " in said and "store_helper.py:2" in said, said
     run_model(again, depth=4)
     (event,) = again.Model.apply.recompiles
-    assert event.store == ("not loaded from the program store: a static value differs "
-                           "(Model(depth=2) → Model(depth=4))")
+    assert event.store == ("not loaded from the program store: the closest stored program differs in "
+                           "self.depth: 2 → 4 (static)")
     assert event.store in str(event)
 
 

@@ -282,6 +282,59 @@ def test_cache_size_and_clear_cache_work_with_a_store(store):
     assert (f.compile_count, f.load_count, f.cache_size()) == (2, 1, 1)
 
 
+def test_a_loaded_programs_outputs_are_arrays_jax_knows(store):
+    """The outputs of a program loaded from the store have the avals a compiled program's
+    have: a function called on them inside another trace is not traced again (JAX 0.12
+    pickled its AutoLayout singleton as a new object, so every loaded output's aval was new
+    to JAX's trace cache, and the RL rollout of a second process compiled its step again)."""
+    traces = 0
+
+    @sf.jit
+    def inner(x):
+        nonlocal traces
+        traces += 1
+        return x * 2
+
+    @sf.jit
+    def outer(x):
+        return jax.lax.scan(lambda c, _: (inner(c), None), x, None, length=3)[0]
+
+    inner(jnp.ones(3))
+    inner.clear_cache()  # JAX's trace caches too: the next call loads, after a trace
+    y = inner(jnp.ones(3))
+    assert (inner.load_count, traces) == (1, 2)
+    np.testing.assert_array_equal(outer(y), np.full(3, 16.0))
+    assert (traces, inner.compile_count) == (2, 1)
+
+
+@pytest.mark.parametrize("policy", ["dots_saveable", "names"])
+def test_checkpoint_with_a_policy_is_stored_and_told_apart(store, policy):
+    """jax.checkpoint with one of JAX's policies (a function of JAX's, or a closure over
+    names) is kept: JAX's version covers its code, its closure is written by value; an
+    other policy is another program (it was refused: "a Python function in the program")."""
+    def loss(x, chosen):
+        def layer(y):
+            return jnp.sin(checkpoint_name(y @ y, "mm")).sum()
+        return jax.grad(jax.checkpoint(layer, policy=chosen))(x)
+
+    from jax.ad_checkpoint import checkpoint_name
+
+    chosen = (jax.checkpoint_policies.dots_saveable if policy == "dots_saveable"
+              else jax.checkpoint_policies.save_only_these_names("mm"))
+    jitted = sf.jit(lambda x: loss(x, chosen))
+    x = jnp.ones((3, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        first = jitted(x)
+        jitted.clear_cache()
+        np.testing.assert_array_equal(jitted(x), first)
+    assert (jitted.compile_count, jitted.load_count) == (1, 1)
+    other = sf.jit(lambda x: loss(x, jax.checkpoint_policies.save_only_these_names("other")))
+    np.testing.assert_array_equal(other(x), first)
+    if policy == "names":  # the same program but for the closure's names: not the stored one
+        assert (other.compile_count, other.load_count) == (1, 0)
+
+
 def test_a_thread_calling_a_jitted_helper_while_another_traces_does_not_deadlock(store):
     tracing, done = threading.Event(), threading.Event()
 

@@ -4,6 +4,7 @@ next process's run traces and compiles nothing; records outlive --clear-programs
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -214,5 +215,30 @@ def test_warmup_compiles_are_located_at_the_warmup_call(tmp_path):
         summary = sf.warmup(workers=1); line = sys._getframe().f_lineno  # noqa: E702
         assert summary.compiled == 2 and f.compile_count == 4
         assert all(r.location.endswith(f"test_warmup.py:{line}") for r in f.recompiles[-2:]), f.recompiles
+    finally:
+        sf.set_program_store(None)
+
+
+def test_the_progress_line_is_on_stderr_and_progress_false_silences_it(tmp_path, monkeypatch, capsys):
+    """The documented progress line: one per function that took longer than
+    PROGRESS_AFTER seconds, on stderr; progress=False prints nothing."""
+    from staticfield._warmup import _run
+
+    monkeypatch.setattr(_run, "PROGRESS_AFTER", 0.0)  # every function is "slow"
+
+    def third(x):
+        return x / 3
+
+    sf.set_program_store(str(tmp_path / "s"))
+    try:
+        f = sf.jit(third)
+        f(jnp.ones(2))
+        f.clear_cache()
+        sf.warmup(workers=1)
+        err = capsys.readouterr().err
+        assert re.fullmatch(rf"sf.warmup: {re.escape(__name__)}\..*third: 1 loaded, 0 compiled in \d+\.\d s\n", err), err
+        f.clear_cache()
+        sf.warmup(workers=1, progress=False)
+        assert capsys.readouterr().err == ""
     finally:
         sf.set_program_store(None)

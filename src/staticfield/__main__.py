@@ -68,11 +68,16 @@ def _parser() -> argparse.ArgumentParser:
     store = commands.add_parser(
         "store",
         help="list the programs a program store holds (sf.set_program_store), or empty it",
-        description="List what a program store holds: per program its function, static "
-        "values, argument avals, size and age. --clear removes every program and record; "
+        description="List what a program store holds, one line per program: its function, "
+        "static values, bucket or leading argument avals, how it is found (by its trace, or "
+        "both by trace and by source), size and age; then the warm-up records per function and "
+        "the functions whose programs the store refused. -v adds every aval, sharding and "
+        "device, and why each refusal. --clear removes every program and record; "
         "--clear-programs removes the programs and keeps the records (sf.warmup makes them again).",
     )
     store.add_argument("path", metavar="PATH", help="the store's directory")
+    store.add_argument("-v", "--verbose", action="store_true",
+                       help="under each program, every aval with its sharding, the devices and JAX version")
     clearing = store.add_mutually_exclusive_group()
     clearing.add_argument("--clear", action="store_true", help="remove every program and record in the store")
     clearing.add_argument("--clear-programs", action="store_true",
@@ -136,7 +141,7 @@ def _store_command(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     problem = check(path)
     if problem:
         parser.exit(1, f"{parser.prog} store: {problem}\n")
-    print(command(path, args.clear, args.clear_programs))
+    print(command(path, args.clear, args.clear_programs, args.verbose))
 
 
 # One entry per subcommand: (parser, parsed arguments) -> None.

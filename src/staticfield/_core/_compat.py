@@ -17,6 +17,7 @@ layer may use it).
 
 from __future__ import annotations
 
+import copyreg
 import dataclasses
 import gc
 import importlib
@@ -58,6 +59,11 @@ FEATURES = {
     "tracebacks": "staticfield's own frames stay in the tracebacks of errors raised through it",
     "cache_size": "cache_size() cannot count compiled programs (compile_count still counts compiles)",
     "store": "the program store stays off",
+    "store_layout": ("the arrays a program loaded from the program store returns have avals that JAX's "
+                     "trace cache has not seen, so a function called on them inside another "
+                     "function's trace is traced again, once"),
+    "store_random": ("the program store cannot keep programs whose PRNG keys use an implementation "
+                     "defined outside JAX (jax.extend.random.define_prng_impl)"),
     "no_compiles": ("sf.no_compiles() cannot refuse the compiles of functions other than "
                     "staticfield's (sf.jit and jit_method are still refused)"),
     "no_compiles_cache": ("sf.no_compiles() also refuses a program that JAX's persistent compilation "
@@ -96,6 +102,13 @@ PRIVATE: tuple[Private, ...] = (
     Private("trace_context", "jax._src.config", "trace_context", None, "store"),
     Private("trace_context_names", "jax._src.config", "trace_context_names", None, "store"),
     Private("initialize_lapack", "jax._src.lax.linalg", "initialize_lapack", (), "store"),
+    # A typed key's element type (key<fry>) holds its PRNG implementation, whose functions
+    # the random primitives lower; a user-defined one is digested by what they compute.
+    Private("prng_key_type", "jax._src.random.prng", "KeyTy", None, "store_random"),
+    # JAX's "no layout chosen" marker, a singleton that its executables' pickles (which the
+    # store writes) would make a new object of: every output aval of a loaded program
+    # would then be new to JAX's trace caches (avals hold it from JAX 0.12).
+    Private("auto_layout", "jax._src.layout", "AutoLayout", None, "store_layout"),
     Private("source_summary", "jax._src.source_info_util", "summarize", ("source_info",), "bucket_lines"),
     # Shape buckets trace with a symbolic row count; every comparison and hash of it that
     # the user's code makes is recorded (a guard), through these two methods.
@@ -257,6 +270,28 @@ def cache_size(jitted: Any) -> int:
     if size is None:
         raise RuntimeError(unavailable("cache_size"))
     return int(size(jitted))
+
+
+def key_impl(dtype: Any) -> Any:
+    """The PRNG implementation of a key element type (``key<fry>``: JAX's ``KeyTy``, whose
+    ``_impl`` it is); ``None`` for any other dtype, or where this JAX has no ``KeyTy``."""
+    cls = FOUND.get("prng_key_type")
+    if cls is None or type(dtype) is not cls:
+        return None
+    return getattr(dtype, "_impl", None)
+
+
+def pickle_auto_layout_as_itself() -> None:
+    """Make JAX's ``AutoLayout`` singleton pickle as a reference to itself, so that it comes
+    back from a pickle as the same object (JAX pickles it as a new instance, which its
+    interned avals tell apart). Idempotent; nothing where this JAX lacks it."""
+    auto = FOUND.get("auto_layout")
+    if auto is not None and copyreg.dispatch_table.get(type(auto)) is not _auto_layout_by_name:
+        copyreg.pickle(type(auto), _auto_layout_by_name)
+
+
+def _auto_layout_by_name(obj: Any) -> str:
+    return "AutoLayout"  # pickle writes the module global jax._src.layout.AutoLayout
 
 
 def jit_trace_locals(start: Any, depth: int | None = None) -> dict | None:

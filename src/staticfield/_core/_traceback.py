@@ -86,6 +86,29 @@ def call_site() -> str:
     return ""
 
 
+def warn_at_call_site(message: str, category: type[Warning] = StaticFieldWarning) -> None:
+    """``warnings.warn`` located at the user's call (``call_site``): that frame's file, line
+    and module, so that Python's filters by module and its once-per-location registry see
+    the user's code, as a ``stacklevel`` that reached it would (a fixed ``stacklevel``
+    lands on staticfield's own lines, whose depth depends on the path a call took)."""
+    site = getattr(_located, "site", None)
+    frame: types.FrameType | None = None if site is not None else sys._getframe(1)
+    while frame is not None and (frame.f_code.co_filename.startswith(PACKAGE_DIR)
+                                 or _is_jax_file(frame.f_code.co_filename)):
+        frame = frame.f_back
+    if frame is not None:
+        module = frame.f_globals
+        warnings.warn_explicit(message, category, frame.f_code.co_filename, frame.f_lineno,
+                               module=module.get("__name__"), registry=module.setdefault("__warningregistry__", {}),
+                               module_globals=module)
+        return
+    filename, _, line = (site or "").rpartition(":")
+    if filename and line.isdigit():  # a worker thread of sf.warmup: at the sf.warmup() call
+        warnings.warn_explicit(message, category, filename, int(line))
+    else:
+        warnings.warn(message, category, stacklevel=2)
+
+
 def _is_jax_file(filename: str) -> bool:
     parts = filename.replace("\\", "/").split("/")
     return "jax" in parts or "jaxlib" in parts or "contextlib.py" in parts[-1:]

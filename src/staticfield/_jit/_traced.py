@@ -205,6 +205,9 @@ class VariantHooks(Hooks):
         if self.engine.bucket_spec is not None:
             self.engine.bucket_spec.learn(kept.get("rows"))
 
+    def description(self, tickets: list) -> dict[str, tuple] | None:
+        return next((t.description for t in tickets if t.description is not None), None)
+
     def note(self) -> dict[str, Any] | None:
         spec = self.engine.bucket_spec
         return None if spec is None else spec.note()

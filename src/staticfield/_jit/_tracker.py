@@ -136,6 +136,7 @@ class Tracker:
             event = self._explain(description, number, location, annotate) if number > 1 else None
             if budget:
                 if _stance.refusing() and not _stance.abstract():
+                    event = event or self._explain_loaded(description, location, annotate)
                     raise RecompileError(_stance_message.refused(
                         self.function, location, event.changes if event is not None else None))
                 self._check_budget(number, event)
@@ -162,7 +163,7 @@ class Tracker:
         with self._lock:
             if budget and _stance.refusing():
                 self._drop_pending(ticket)
-                event = ticket.event
+                event = ticket.event or self._explain_loaded(ticket.description, ticket.location, ticket.annotate)
                 raise RecompileError(_stance_message.refused(
                     self.function, ticket.location, event.changes if event is not None else None, store))
             if budget:
@@ -233,6 +234,12 @@ class Tracker:
         if annotate is not None:
             event = _safe(lambda: annotate(event), event)
         return event
+
+    def _explain_loaded(self, description: dict[str, tuple] | None, location: str,
+                        annotate: Callable[[Recompile], Recompile] | None) -> Recompile | None:
+        """A first compile refused by ``sf.no_compiles()`` after programs of this function
+        were loaded from the store: explained against them (``None`` when none was)."""
+        return self._explain(description, 1, location, annotate) if self._history else None
 
     def _candidates(self, description: dict[str, tuple]) -> list[dict[str, tuple]]:
         """Earlier traces to compare with: those of the same structure, else the latest."""

@@ -12,13 +12,17 @@ left out: they change no result.
 
 A value is written only by a rule that sees all of it: Python scalars and strings by
 ``repr`` (exact for floats), containers item by item, arrays by dtype, shape and a
-hash of their bytes, shardings and meshes with their device ids in order, Python
-objects by class and state. A value no rule covers (a C object with hidden state, a
+hash of their bytes, shardings and meshes with their device ids in order, PRNG
+implementations and key types (``key<fry>``) as ``_prng`` writes them (a built-in one by
+name and JAX's own code; a user's by what its functions lowered in each equation
+compute), Python objects by class and state. A value no rule covers (a C object with hidden state, a
 Python callable, an array spread over other processes) makes the jaxpr
 ``Undigestible``: the program is compiled and not stored, never guessed at. The only
 callables passed over are the differentiation rules of ``custom_jvp``/``custom_vjp``
 calls: by the time a jaxpr is lowered, differentiation has happened, and lowering
-uses the primal jaxpr alone.
+uses the primal jaxpr alone. A function of JAX's own (a ``checkpoint`` policy) is
+written by its qualified name, the entry's JAX version covering its code, and what it
+closes over by value.
 
 A plain walk, memoized per sub-jaxpr object (a layer function jitted once and called
 256 times is hashed once), costs a small part of the trace it follows; hashing
@@ -31,9 +35,13 @@ import dataclasses
 import enum
 import functools
 import hashlib
+import types
 from typing import Any
 
+import jax
 import numpy as np
+
+from . import _prng
 
 # Parameters that hold differentiation rules only, per primitive (see the docstring).
 _RULES = {
@@ -139,7 +147,12 @@ class _Walker:
         outs = ",".join(map(bind, eqn.outvars))
         effects = ",".join(sorted(self.value(e, 1) for e in eqn.effects))
         ctx = self.value(getattr(eqn, "ctx", None), 1)
-        return f"{type(prim).__qualname__}:{prim.name}[{params}]({ins})->({outs}) fx[{effects}] ctx[{ctx}]"
+        try:  # a user-defined PRNG implementation: what its function lowered here computes
+            lowered = _prng.lowered(eqn)
+        except _prng.Unwritable as exc:
+            raise Undigestible(str(exc)) from None
+        uses = "" if lowered is None else f" uses[{self.value(lowered, 1)}]"
+        return f"{type(prim).__qualname__}:{prim.name}[{params}]({ins})->({outs}) fx[{effects}] ctx[{ctx}]{uses}"
 
     def aval(self, aval: Any) -> str:
         known = self.objects.get(id(aval))
@@ -151,10 +164,13 @@ class _Walker:
 
     def _aval(self, aval: Any) -> str:
         if type(aval).__name__ == "ShapedArray":
-            return (f"{aval.dtype}{list(aval.shape)}w{int(aval.weak_type)}"
+            dtype = aval.dtype if isinstance(aval.dtype, np.dtype) else self.value(aval.dtype, 1)  # key<fry>
+            return (f"{dtype}{list(aval.shape)}w{int(aval.weak_type)}"
                     f"s{self.value(getattr(aval, 'sharding', None), 1)}"
                     f"m{self.value(getattr(aval, 'vma', None), 1)}"
-                    f"k{self.value(getattr(aval, 'memory_space', None), 1)}")
+                    f"a{self.value(getattr(aval, 'manual_axis_type', None), 1)}"
+                    f"k{self.value(getattr(aval, 'memory_space', None), 1)}"
+                    f"l{self.value(getattr(aval, 'layout', None), 1)}")
         return self.value(aval, 1)
 
     # ----- values ---------------------------------------------------------------------
@@ -193,7 +209,17 @@ class _Walker:
         if name == "ShapedArray":
             return self.aval(v)
         if _is_array(v):
+            if _prng.is_key_dtype(v.dtype):  # a typed key array: its implementation, and its data
+                return f"keys:{self.value(v.dtype, depth + 1)}:" + _array(jax.random.key_data(v))
             return _array(v)
+        if _prng.is_impl(v):  # by name and JAX's own code, or by what its functions compute
+            try:
+                return _prng.impl_text(v)
+            except _prng.Unwritable as exc:
+                raise Undigestible(str(exc)) from None
+        impl = _prng.impl_of(v)
+        if impl is not None:  # a key element type, key<fry>
+            return f"keytype({self.value(impl, depth + 1)})"
         if isinstance(v, tuple):  # a NamedTuple (dimension numbers) or PartitionSpec
             return f"{_name(t)}(" + ",".join(self.value(x, depth + 1) for x in v) + f"|{v!r})"
         device_text = _devices(v)
@@ -201,6 +227,14 @@ class _Walker:
             return device_text
         if isinstance(v, type):
             return f"class:{_name(v)}"
+        if isinstance(v, types.FunctionType) and v.__code__.co_filename.startswith(_prng.JAX_DIR):
+            # JAX's own function (a checkpoint policy): its code is the entry's JAX version's,
+            # what it closes over and its defaults are written by value
+            try:
+                carried = (tuple(c.cell_contents for c in v.__closure__ or ()), v.__defaults__, v.__kwdefaults__)
+            except ValueError:  # an empty cell
+                raise Undigestible(f"a function of JAX's with an empty closure cell ({_label(v)})") from None
+            return f"jaxfn:{v.__module__}.{v.__qualname__}({self.value(carried, depth + 1)})"
         if _is_function(v):
             raise Undigestible(f"a Python function in the program ({_label(v)})")
         if dataclasses.is_dataclass(v):
@@ -224,8 +258,6 @@ def _label(v: Any) -> str:
 
 
 def _is_function(v: Any) -> bool:
-    import types
-
     return isinstance(v, (types.FunctionType, types.MethodType, types.BuiltinFunctionType)) or type(v).__name__ in (
         "partial", "WrappedFun", "Partial")
 
@@ -236,13 +268,8 @@ def _is_array(v: Any) -> bool:
 
 
 def _array(v: Any) -> str:
-    import jax
-
-    if isinstance(v, jax.Array):
-        if not v.is_fully_addressable:
-            raise Undigestible("a constant spread over other processes")
-        if jax.dtypes.issubdtype(v.dtype, jax.dtypes.extended):
-            return f"keys:{v.dtype!r}:" + _array(jax.random.key_data(v))
+    if isinstance(v, jax.Array) and not v.is_fully_addressable:
+        raise Undigestible("a constant spread over other processes")
     data = np.ascontiguousarray(np.asarray(v))
     if data.dtype == object:
         raise Undigestible("an array of Python objects in the program")

@@ -164,19 +164,37 @@ def entries(directory: str) -> Iterator[tuple[str, dict[str, Any] | None, int]]:
     yield from found
 
 
+def headers(directory: str, suffix: str, part: str) -> Iterator[dict[str, Any]]:
+    """The ``part`` of the JSON line of each trusted, readable file of ``directory`` ending
+    in ``suffix`` (records, refusals, ``trust="source"`` keys), by file name; others are
+    left out."""
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(suffix) and not n.startswith("."))
+    except OSError:
+        return
+    for name in names:
+        try:
+            with open_entry(os.path.join(directory, name)) as f:
+                found = read_header(f)[part]
+        except (OSError, BadEntry, KeyError):
+            continue
+        yield found
+
+
 RECORD = ".sfrec"  # what sf.warmup needs to make a program again (``_records``)
+REFUSED = ".sfref"  # a function whose programs the store refused, and why (``_saying``)
 
 
 def clear(directory: str, records: bool = True) -> int:
-    """Remove every entry (and leftover temporary files), and the records unless
-    ``records=False``; the number of programs removed."""
+    """Remove every entry, every refusal (a new JAX may serve them) and leftover temporary
+    files, and the records unless ``records=False``; the number of programs removed."""
     removed = 0
     try:
         names = os.listdir(directory)
     except FileNotFoundError:
         return 0
     for name in names:
-        if name.endswith((SUFFIX, LINK)) or (records and name.endswith(RECORD)) or (
+        if name.endswith((SUFFIX, LINK, REFUSED)) or (records and name.endswith(RECORD)) or (
                 name.startswith(".") and name.endswith(".tmp")):
             try:
                 os.unlink(os.path.join(directory, name))

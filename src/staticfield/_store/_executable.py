@@ -9,6 +9,7 @@ from an entry: the caller passes the ones of its own trace.
 
 from __future__ import annotations
 
+import pickle
 import re
 from typing import Any
 
@@ -31,7 +32,12 @@ def serialize(compiled: Any) -> tuple[bytes, dict[str, Any]]:
     if getattr(unloaded, "host_callbacks", None):
         raise Unstorable("it calls back into Python (jax.debug.print, pure_callback, ...)")
     devices = [d.id for d in unloaded.device_list]
-    payload, _, _ = to_bytes(compiled)
+    _compat.pickle_auto_layout_as_itself()  # loaded outputs' avals as a compile's (JAX 0.12)
+    try:
+        payload, _, _ = to_bytes(compiled)
+    except (pickle.PicklingError, AttributeError, TypeError) as exc:
+        raise Unstorable(f"its compiled program cannot be pickled ({exc}): a value it holds is "
+                         "defined inside a function; define it at module level") from None
     try:
         calls = sorted(set(_CUSTOM_CALL.findall(compiled.as_text() or "")))
     except Exception:

@@ -26,6 +26,7 @@ import jax
 import numpy as np
 
 from .._core._keys import StaticArgKey, StaticKey
+from . import _prng
 
 FORMAT = 2
 
@@ -214,6 +215,8 @@ def leaf_signature(leaf: Any) -> Any:
     if isinstance(leaf, jax.core.Tracer):
         return None
     if isinstance(leaf, jax.Array):
+        if _prng.is_key_dtype(leaf.dtype):  # a typed key array (no weak type): not a fast-path class
+            return _prng.key_signature(leaf)
         ARRAY_TYPES.add(type(leaf))
         return array_signature(leaf)
     if isinstance(leaf, (np.ndarray, np.generic)):
@@ -227,7 +230,8 @@ def leaf_signature(leaf: Any) -> Any:
         if sharding is None:  # as an uncommitted array is: on the default device
             device = jax.config.jax_default_device or jax.devices()[0]
             sharding = jax.sharding.SingleDeviceSharding(device)
-        return (tuple(shape), np.dtype(dtype), bool(getattr(leaf, "weak_type", False)), sharding, committed)
+        dtype = dtype if _prng.is_key_dtype(dtype) else np.dtype(dtype)
+        return (tuple(shape), dtype, bool(getattr(leaf, "weak_type", False)), sharding, committed)
     return None  # not an array JAX takes: jax.jit decides (and says what is wrong)
 
 
@@ -243,7 +247,7 @@ def describe_leaf(sig: Any) -> str:
     """One leaf's signature as text, for the key and for listings (many leaves share one)."""
     if isinstance(sig[0], tuple):
         shape, dtype, weak, sharding, committed = sig
-        text = f"{dtype}[{','.join(map(str, shape))}]" + (" weak" if weak else "")
+        text = f"{_prng.dtype_text(dtype)}[{','.join(map(str, shape))}]" + (" weak" if weak else "")
         if sharding is not None:
             text += f" {_sharding(sharding)}" + ("" if committed else " uncommitted")
         return text

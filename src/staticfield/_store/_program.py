@@ -34,15 +34,13 @@ import os
 import pickle
 import threading
 import time
-import warnings
 from typing import Any, Callable, Iterator, Protocol
 
 import jax
 
 from .._core import _compat, _front
-from .._core._errors import STORE_CHECK, RecompileError, StaticFieldWarning, StoreCheckError
-from .._core._keys import StaticArgKey, StaticKey
-from . import _digest, _entries, _key, _misses, _records, _sources
+from .._core._errors import STORE_CHECK, RecompileError, StoreCheckError
+from . import _digest, _entries, _key, _misses, _records, _saying, _sources
 from ._executable import Unstorable, deserialize, serialize
 
 logger = logging.getLogger("staticfield")
@@ -50,8 +48,6 @@ logger = logging.getLogger("staticfield")
 LOAD_LISTENERS: list[Callable[[Callable, float, bool], None]] = []  # sf.watch: (function, seconds, traced)
 MISS_LISTENERS: list[Callable[[Callable, str], None]] = []  # sf.watch: (function, why no program loaded)
 CHECK_ENV = "STATICFIELD_CHECK_STORE"
-_warned: set[tuple[str, str]] = set()
-_warned_lock = threading.Lock()
 _here = threading.local()  # .counts: this thread's traces, loads and compiles (sf.warmup reads them)
 
 
@@ -105,6 +101,10 @@ class Hooks(Protocol):
         """What the record of the program made now keeps beside its arguments (``buckets=``:
         the bucket), or ``None``."""
 
+    def description(self, tickets: list) -> dict[str, tuple] | None:
+        """What the trace that reserved ``tickets`` was called with, by the user's paths
+        (``_explain._describe``), or ``None``: a store miss is explained in those words."""
+
     def kept(self) -> dict[str, Any] | None:
         """What the trace made last on this thread found that a load without a trace needs
         (``buckets=``: which outputs carry the rows; ``deps="read"``: the statics read), as
@@ -156,7 +156,7 @@ class StoredJit:
         leaves, tree = jax.tree_util.tree_flatten((dyn, kwargs))
         sig = (tree, _key.signature(leaves), _trace_context())
         if None in sig[1]:
-            raise TypeError(f"{_name(self.fn)}.precompile: called with traced values or values "
+            raise TypeError(f"{_saying.name(self.fn)}.precompile: called with traced values or values "
                             "that are not arrays; call it outside jax.jit, with arrays, Python "
                             "scalars or jax.ShapeDtypeStruct values.")
         if sig in self.programs:
@@ -188,16 +188,16 @@ class StoredJit:
         if trust == "source":
             link = self._source_key(sig)
             if link is None:
-                self._cannot_serve("a closure value or static cannot be written by value, so "
-                                   "trust=\"source\" cannot find its programs without tracing "
-                                   "(trust=\"trace\" serves them)")
+                _saying.cannot_serve(self.fn, "a closure value or static cannot be written by value, so "
+                                     "trust=\"source\" cannot find its programs without tracing "
+                                     "(trust=\"trace\" serves them)")
             else:
                 program, why = self._load_by_source(directory, link, dyn, kwargs)
         note = self._hooks.note()
         keep = lambda made: self._keep(directory, sig, made, note)  # noqa: E731
         if program is None:
             program = self._trace(directory, sig, dyn, kwargs, why, relink=trust == "source",
-                                  submit=submit, keep=keep)
+                                  submit=submit, keep=keep, note=note)
             if program is None:  # handed over: kept when it compiled
                 return None
         return keep(program)
@@ -212,7 +212,7 @@ class StoredJit:
             return self.programs.setdefault(sig, program)
 
     def _trace(self, directory: str, sig: Any, dyn: tuple, kwargs: dict, why: str = "",
-               relink: bool = False, submit: Any = None, keep: Any = None) -> Any:
+               relink: bool = False, submit: Any = None, keep: Any = None, note: Any = None) -> Any:
         """Trace, then load the program by the trace's key, or compile and write it.
         ``relink``: a program loaded here gets this function's ``trust="source"`` key too
         (another function's identical program, or a source change that left it alone).
@@ -231,7 +231,7 @@ class StoredJit:
         else:
             unkeyed = "a jax.jit option or JAX setting that cannot be written by value"
         if key is None:
-            self._cannot_serve(unkeyed)
+            _saying.cannot_serve(self.fn, unkeyed, directory)
             return self._compile(traced, tickets, "", submit=submit, keep=keep)
         path = _entries.entry_path(directory, _entries.key_digest(key))
         program = self._load(path, key, traced.in_tree, traced.out_tree)
@@ -244,14 +244,16 @@ class StoredJit:
                 except Exception as exc:  # a program that loaded still runs
                     logger.debug("staticfield could not write a trust=\"source\" key: %s", exc)
             return program
-        why = why or self._why(directory, key, record)
+        shown = {"function": _saying.name(self.fn), "statics": _saying.display_statics(self.vkey),
+                 "described": _misses.as_text(self._hooks.description(tickets)), "note": note}
+        why = why or self._why(directory, key, record, shown["described"])
         if why:
-            logger.info("staticfield: %s: %s", _name(self.fn), why)
+            logger.info("staticfield: %s: %s", _saying.name(self.fn), why)
             for listener in list(MISS_LISTENERS):
                 listener(self.fn, why)
         return self._compile(traced, tickets, why, submit=submit, keep=keep,
                              write=lambda compiled: self._write(directory, path, key, compiled, traced,
-                                                                record, sig, kept))
+                                                                record, sig, kept, shown))
 
     def _compile(self, traced: Any, tickets: list, why: str, submit: Any = None, keep: Any = None,
                  write: Callable[[Any], None] | None = None) -> Any:
@@ -309,10 +311,11 @@ class StoredJit:
                 "options": options, "context": context, "tree": _key.tree_digest(tree),
                 "avals": [_key.describe_leaf(leaf) for leaf in leaves], "environment": _key.environment()}
 
-    def _why(self, directory: str, key: dict[str, Any], now: _digest.Digest) -> str:
+    def _why(self, directory: str, key: dict[str, Any], now: _digest.Digest, described: Any) -> str:
         """Why no stored program served this call (see ``_misses``); never raises."""
         try:
-            return _misses.why(directory, _name(self.fn), _display_statics(self.vkey), key, now)
+            return _misses.why(directory, _saying.name(self.fn), _saying.display_statics(self.vkey), key, now,
+                               described)
         except Exception as exc:  # an explanation must never break the call
             logger.debug("staticfield could not explain a program store miss: %s", exc)
             return ""
@@ -330,7 +333,7 @@ class StoredJit:
         except FileNotFoundError:
             return None
         except Exception as exc:  # corrupt, truncated, foreign, untrusted: ignored, written again
-            self._bad_entry(path, exc)
+            _saying.bad_entry(self.fn, path, exc)
             return None
         self._heard(time.perf_counter() - start, traced=True)
         return program
@@ -360,7 +363,7 @@ class StoredJit:
         except FileNotFoundError:
             return None, ""
         except Exception as exc:
-            self._bad_entry(path, exc)
+            _saying.bad_entry(self.fn, path, exc)
             return None, ""
         # The checking mode's trace runs the user's function (and agrees between processes):
         # what it raises is the user's, or StoreCheckError, never a bad entry.
@@ -368,7 +371,7 @@ class StoredJit:
         try:
             program = deserialize(payload, program_header, in_tree, out_tree)
         except Exception as exc:
-            self._bad_entry(path, exc)
+            _saying.bad_entry(self.fn, path, exc)
             return None, ""
         if not checked:  # the check's trace counted it (and agreed), reads of deps="read" included
             kept = header.get("kept")
@@ -390,25 +393,25 @@ class StoredJit:
             return True
         if now.hexdigest == header.get("key", {}).get("jaxpr"):
             raise StoreCheckError(STORE_CHECK.format(
-                function=_name(self.fn), what=f"its output's structure differs ({out_tree} stored, "
+                function=_saying.name(self.fn), what=f"its output's structure differs ({out_tree} stored, "
                                               f"{traced.out_tree} now)"))
-        raise StoreCheckError(STORE_CHECK.format(function=_name(self.fn), what=_misses.first_difference(header, now)))
+        raise StoreCheckError(STORE_CHECK.format(function=_saying.name(self.fn), what=_misses.first_difference(header, now)))
 
     # ----- writing ------------------------------------------------------------------------
     def _write(self, directory: str, path: str, key: dict, compiled: Any, traced: Any,
-               record: _digest.Digest, sig: Any, kept: dict[str, Any] | None) -> None:
-        """The entry (its JSON line names each top-level equation, for the checking mode),
-        then its ``trust="source"`` link: an entry serves either trust."""
+               record: _digest.Digest, sig: Any, kept: dict[str, Any] | None, display: dict[str, Any]) -> None:
+        """The entry (its JSON line names each top-level equation, for the checking mode, and
+        what the call was by the user's paths, to explain a later miss), then its
+        ``trust="source"`` link: an entry serves either trust."""
         try:
             payload, runs_on = serialize(compiled)
-            display = {"function": _name(self.fn), "statics": _display_statics(self.vkey)}
             _entries.write(path, {"key": key, "display": display, **runs_on,
                                   "equations": record.equations, "consts": record.consts}, payload)
             self._write_link(directory, path, traced, sig, kept)
         except Unstorable as exc:
-            self._cannot_serve(str(exc))
+            _saying.cannot_serve(self.fn, str(exc), directory)
         except Exception as exc:  # a program that cannot be stored still runs
-            self._cannot_serve(f"{type(exc).__name__}: {exc}")
+            _saying.cannot_serve(self.fn, f"{type(exc).__name__}: {exc}", directory)
 
     def _write_link(self, directory: str, entry: str, traced: Any, sig: Any, kept: dict[str, Any] | None) -> None:
         """The ``trust="source"`` key of this program, for a later zero-trace load, with the
@@ -425,47 +428,6 @@ class StoredJit:
             header["kept"] = kept
         _entries.write(_entries.entry_path(directory, _entries.key_digest(link), _entries.LINK), header, b"")
 
-    # ----- saying so ------------------------------------------------------------------------
-    def _bad_entry(self, path: str, exc: Exception) -> None:
-        why = str(exc) if isinstance(exc, _entries.BadEntry) else f"unreadable ({type(exc).__name__}: {exc})"
-        warnings.warn(
-            f"staticfield: the program store entry {path} for {_name(self.fn)} is {why}; it is "
-            "ignored, and the program is compiled and written again.",
-            StaticFieldWarning, stacklevel=4,
-        )
-
-    def _cannot_serve(self, why: str) -> None:
-        name = _name(self.fn)
-        with _warned_lock:
-            if (name, why) in _warned:
-                return
-            _warned.add((name, why))
-        warnings.warn(f"staticfield: the program store cannot keep the programs of {name}: {why}. "
-                      "They compile as without a store.", StaticFieldWarning, stacklevel=4)
-
 
 def _checking() -> bool:
     return os.environ.get(CHECK_ENV, "").strip() not in ("", "0")
-
-
-def _name(fn: Callable) -> str:
-    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', getattr(fn, '__name__', '?'))}"
-
-
-def _display_statics(vkey: Any) -> str:
-    """The static values as the listing shows them: ``M(n=3)``, ``k=3``."""
-    def show(part: Any) -> str | None:
-        if isinstance(part, StaticKey):
-            return f"{part.cls.__qualname__}({', '.join(f'{n}={v!r}' for n, v in zip(part.names, part.values))})"
-        if isinstance(part, StaticArgKey):
-            return repr(part.raw)
-        if isinstance(part, tuple) and len(part) == 2 and isinstance(part[1], StaticArgKey):
-            return f"{part[0]}={part[1].raw!r}"
-        return None
-
-    try:
-        parts = vkey if isinstance(vkey, tuple) else (vkey,)
-        text = ", ".join(p for p in map(show, parts) if p is not None) or "(none)"
-    except Exception:
-        text = "?"
-    return text if len(text) <= 300 else text[:297] + "..."

@@ -19,6 +19,7 @@ written. A record whose mesh names devices this process lacks cannot be rebuilt
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import pickle
 from typing import Any, Callable
@@ -27,7 +28,7 @@ import jax
 import numpy as np
 
 from .._core._keys import StaticArgKey
-from . import _entries, _key
+from . import _entries, _key, _prng
 
 SUFFIX = _entries.RECORD
 _PYTHON = {"bool": False, "int": 0, "float": 0.0, "complex": 0j}
@@ -67,18 +68,23 @@ def _keyed(plain: Any) -> Any:
     return plain
 
 
+@functools.lru_cache(maxsize=4096)
 def _leaf(sig: Any) -> list | None:
     """One argument leaf's signature (``_key.signature``) as JSON; ``None`` when it cannot
-    be rebuilt (a sharding other than one device or a ``NamedSharding`` over a mesh)."""
+    be rebuilt (a sharding other than one device or a ``NamedSharding`` over a mesh).
+    Remembered per signature (a model's leaves share a few), never changed by callers."""
     if isinstance(sig[0], tuple):
         shape, dtype, weak, sharding, committed = sig
+        dtype = _prng.dtype_name(dtype)  # a key type by its implementation's registered name
+        if dtype is None:
+            return None
         device = None
         if committed and isinstance(sharding, jax.sharding.SingleDeviceSharding):
             device = int(next(iter(sharding.device_set)).id)  # type: ignore[attr-defined]
         elif committed:
             mesh = _mesh(sharding)
-            return None if mesh is None else ["array", list(shape), str(np.dtype(dtype)), bool(weak), None, mesh]
-        return ["array", list(shape), str(np.dtype(dtype)), bool(weak), device]
+            return None if mesh is None else ["array", list(shape), dtype, bool(weak), None, mesh]
+        return ["array", list(shape), dtype, bool(weak), device]
     if sig[0] == "numpy":
         return ["numpy", list(sig[1]), str(sig[2])]
     return ["python", sig[1]]
@@ -131,7 +137,7 @@ def _rebuilt_leaf(leaf: list, devices: dict[int, Any]) -> Any:
         shape, dtype, weak, device = leaf[1:5]
         sharding = (_sharding(leaf[5], devices) if len(leaf) > 5
                     else None if device is None else jax.sharding.SingleDeviceSharding(devices[device]))
-        return jax.ShapeDtypeStruct(tuple(shape), jax.numpy.dtype(dtype), weak_type=weak, sharding=sharding)
+        return jax.ShapeDtypeStruct(tuple(shape), _prng.dtype_named(dtype), weak_type=weak, sharding=sharding)
     if leaf[0] == "numpy":
         return np.zeros(tuple(leaf[1]), jax.numpy.dtype(leaf[2]))
     return _PYTHON[leaf[1]]
@@ -209,16 +215,10 @@ class Record:
 def read(directory: str) -> list[Record]:
     """Every readable record in the store (an unreadable one is left out)."""
     found = []
-    try:
-        names = sorted(n for n in os.listdir(directory) if n.endswith(SUFFIX) and not n.startswith("."))
-    except FileNotFoundError:
-        return []
-    for name in names:
+    for record in _entries.headers(directory, SUFFIX, "record"):
         try:
-            with _entries.open_entry(os.path.join(directory, name)) as f:
-                record: dict[str, Any] = _entries.read_header(f)["record"]
             found.append(Record(record["module"], record["qualname"], record["options"], record))
-        except (OSError, _entries.BadEntry, KeyError, TypeError):
+        except (KeyError, TypeError):
             continue
     return found
 
