@@ -17,7 +17,8 @@ writes what (``_state``: the table, construction and the flatten cache; ``_seale
 from tracebacks (``_traceback``); the class attribute of each static field (``_slots``)
 and ``deps="read"``'s flatten with nested statics lifted (``_deep``); JAX's C++ dispatch
 in front of a function's variants (``_front``); and the one place for JAX's private
-names, each checked at import (``_compat``).
+names, each checked at import (``_compat``, from the table of them and of the features
+that need them in ``_private``).
 
 Imports: JAX, NumPy and the standard library only; nothing else of staticfield. Every
 other subpackage stands on this one.
