@@ -122,7 +122,7 @@ def _timers() -> dict[str, float]:
     import time
 
     from staticfield._jit import _traced
-    from staticfield._store import _program
+    from staticfield._store import _executable, _program
 
     spent = {"program": 0.0, "trace": 0.0, "load": 0.0, "agree": 0.0}
 
@@ -136,7 +136,7 @@ def _timers() -> dict[str, float]:
         return timed_call
 
     _program.StoredJit.program = timed(_program.StoredJit.program, "program")  # type: ignore[method-assign]
-    _program.deserialize = timed(_program.deserialize, "load")
+    _executable.deserialize = timed(_executable.deserialize, "load")
     deferred = _traced.VariantHooks.deferred
 
     @contextlib.contextmanager
