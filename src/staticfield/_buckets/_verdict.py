@@ -86,8 +86,17 @@ def judge(fn: Callable[..., Any], leaves: list[Leaf], lenient: bool, function: s
     guards = list(rec.guards)
     if analysis.custom:
         guards += _derivatives(closed, concrete, leaves, outs, lenient, function, names, n, analysis.custom)
-    return Verdict(closed, jax.tree_util.tree_structure(out_shape), tuple(axes), tuple(guards),
+    return Verdict(_kept(closed), jax.tree_util.tree_structure(out_shape), tuple(axes), tuple(guards),
                    tuple(analysis.callbacks))
+
+
+def _kept(closed: Any) -> Any:
+    """``closed`` as a verdict keeps it past its trace: a constant that is a value of that
+    trace (an argument the function closes over) stands as its type alone, so a cached
+    verdict holds no trace alive."""
+    consts = [jax.ShapeDtypeStruct(c.aval.shape, c.aval.dtype, weak_type=getattr(c.aval, "weak_type", False))
+              if isinstance(c, _compat.Tracer) else c for c in closed.consts]
+    return ClosedJaxpr(closed.jaxpr, consts)
 
 
 def _symbolic_aval(leaf: Leaf, n: Any) -> Any:
