@@ -14,8 +14,9 @@ batch (padded on the host) and a device batch (padded by the pad program).
 11c (``buckets_first``): the first call of a new bucket against plain ``jax.jit``'s first
 call of the bucket's shape (a fresh function each time, median of a few): the function's
 first call ever (37 rows: the row analysis's symbolic trace, the bucket's trace, its
-compile) and a new bucket of a function already analysed (100 rows: bucket 128). Goal
-≤1.3x, the analysis included.
+compile) and a new bucket of a function already analysed (100 rows: bucket 128), with
+JAX's persistent compilation cache off (each first call compiles, as in a new process).
+Goal ≤1.3x, the analysis included.
 """
 
 from __future__ import annotations
@@ -125,13 +126,18 @@ def _first_calls(cfg: Config, results: Results, w1: jax.Array, w2: jax.Array) ->
         call().block_until_ready()
         return (time.perf_counter_ns() - t0) / 1e3
 
-    for _ in range(3 if cfg.smoke else 7):
-        ours = sf.jit(_fresh(), buckets={"x": 0}, warn_compiles=None)
-        raw = jax.jit(_fresh())
-        times[FIRST_RAW].append(timed(lambda: raw(x64, w1, w2)))
-        times[FIRST_OURS].append(timed(lambda: ours(x37, w1, w2)))
-        times[NEXT_RAW].append(timed(lambda: raw(x128, w1, w2)))
-        times[NEXT_OURS].append(timed(lambda: ours(x100, w1, w2)))
+    enabled = jax.config.jax_enable_compilation_cache
+    jax.config.update("jax_enable_compilation_cache", False)  # each first call compiles, as in a new process
+    try:
+        for _ in range(3 if cfg.smoke else 7):
+            ours = sf.jit(_fresh(), buckets={"x": 0}, warn_compiles=None)
+            raw = jax.jit(_fresh())
+            times[FIRST_RAW].append(timed(lambda: raw(x64, w1, w2)))
+            times[FIRST_OURS].append(timed(lambda: ours(x37, w1, w2)))
+            times[NEXT_RAW].append(timed(lambda: raw(x128, w1, w2)))
+            times[NEXT_OURS].append(timed(lambda: ours(x100, w1, w2)))
+    finally:
+        jax.config.update("jax_enable_compilation_cache", enabled)
     medians = {k: float(np.median(v)) for k, v in times.items()}
     results.add(FIRST, "", medians, {FIRST_OURS: "ours", NEXT_OURS: "ours", FIRST_RAW: "baseline",
                                      NEXT_RAW: "baseline"})

@@ -366,6 +366,26 @@ def test_a_masked_log_likelihood_has_finite_gradients():
     same(got, want)
 
 
+def test_a_masked_batch_norm_with_a_custom_jvp_activation_is_accepted_with_exact_gradients():
+    """Under mask="valid" rows may mix (the mask keeps the pad rows out); a custom_jvp rule
+    beside the mixing (jax.nn.relu) is analysed with the same leniency, not refused because
+    the cotangents, mixed by the batch mean's transpose, cannot be shown zero on the pad rows
+    (it was refused as soon as a relu followed a masked mean). Check mode compares outputs and
+    gradients with plain jax.jit's on the real rows."""
+    def norm(x, w, valid):
+        m = valid[:, None].astype(x.dtype)
+        h = x @ w
+        mean = (h * m).sum(0) / m.sum()
+        return jax.nn.relu(jnp.cumsum(h - mean, axis=0))
+
+    f = sf.jit(norm, buckets={"x": 0}, mask="valid")
+    got = f(X, W)
+    same(got, jax.nn.relu(jnp.cumsum(X @ W - (X @ W).mean(0), axis=0)))
+    grad = jax.grad(lambda w: f(X, w).sum())(W)
+    want = jax.grad(lambda w: jax.nn.relu(jnp.cumsum(X @ w - (X @ w).mean(0), axis=0)).sum())(W)
+    same(grad, want)
+
+
 # ----- warn_compiles: a bucket size's program is no recompile ------------------------------
 def test_new_bucket_sizes_do_not_count_toward_the_compile_warning(recwarn):
     """A bucketed function compiling its pow2 sizes for 1..1000 warns nothing (it warned

@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import jax
 import numpy as np
 
 from ._symbolic import at, is_symbolic, outside_jax
@@ -171,6 +172,8 @@ def _same(c: Any, s: Any, count: int, depth: int) -> bool:
         return c == at(s, count)
     if hasattr(s, "eqns") or (hasattr(s, "jaxpr") and hasattr(s, "consts")):
         return _jaxpr(c, s, count)
+    if isinstance(s, jax.ShapeDtypeStruct) and hasattr(c, "aval"):  # a kept verdict's closed-over value
+        return tuple(c.aval.shape) == tuple(s.shape) and c.aval.dtype == s.dtype
     if type(c) is not type(s):
         return False
     if isinstance(s, (tuple, list)):

@@ -223,8 +223,8 @@ class Reports:
             return lambda *fl: [o for j, o in enumerate(fun(*_put(values, floats, fl))) if j in float_outs]
 
         try:
-            got = jax.vjp(pick(program, padded), *[padded[i] for i in floats])[1](cts_b)
-            want = jax.vjp(pick(call_ref, list(xs)), *[xs[i] for i in floats])[1](cts_r)
+            got = _pullback(pick(program, padded), [padded[i] for i in floats], cts_b)
+            want = _pullback(pick(call_ref, list(xs)), [xs[i] for i in floats], cts_r)
         except Exception as exc:  # a while_loop, a custom_vjp without a rule: outputs only
             _once(_SKIPPED.format(function=self.function, why=f"JAX cannot take its VJP: {type(exc).__name__}"))
             return
@@ -280,6 +280,11 @@ class Reports:
     def annotate(self, event: Recompile) -> Recompile:
         changes = self.explain(event.changes)
         return event if changes == event.changes else dataclasses.replace(event, changes=changes)
+
+
+def _pullback(fun: Callable, primals: list, cts: list) -> Any:
+    """The VJP of ``fun`` at ``primals`` applied to ``cts``, as one jitted program (not op by op)."""
+    return jax.jit(lambda p, c: jax.vjp(fun, *p)[1](c))(primals, cts)
 
 
 def _pad_like(x: Any, axis: int | None, bucket: int) -> Any:

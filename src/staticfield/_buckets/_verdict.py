@@ -12,7 +12,9 @@ Gradients are taken around a bucketed call, so the rules of ``custom_jvp``/``cus
 function's JVP (tangents row by row, as the primal's rows) and VJP (cotangents zero on the
 pad rows, since the padded outputs are sliced away) are traced symbolically with the
 rules inside, and every input's cotangent must stay zero on the pad rows (the pad rows'
-cotangents are summed into the last real row when the padding is transposed). A rule
+cotangents are summed into the last real row when the padding is transposed). With
+``mask="valid"`` the rules are analysed as leniently as the primal: rows may mix (the mask
+keeps the pad rows out, of the cotangents too), and only the row count as a value is refused. A rule
 that cannot be traced with a symbolic count where JAX could differentiate the concrete
 program is a refusal.
 """
@@ -86,8 +88,17 @@ def judge(fn: Callable[..., Any], leaves: list[Leaf], lenient: bool, function: s
     guards = list(rec.guards)
     if analysis.custom:
         guards += _derivatives(closed, concrete, leaves, outs, lenient, function, names, n, analysis.custom)
-    return Verdict(closed, jax.tree_util.tree_structure(out_shape), tuple(axes), tuple(guards),
+    return Verdict(_kept(closed), jax.tree_util.tree_structure(out_shape), tuple(axes), tuple(guards),
                    tuple(analysis.callbacks))
+
+
+def _kept(closed: Any) -> Any:
+    """``closed`` as a verdict keeps it past its trace: a constant that is a value of that
+    trace (an argument the function closes over) stands as its type alone, so a cached
+    verdict holds no trace alive."""
+    consts = [jax.ShapeDtypeStruct(c.aval.shape, c.aval.dtype, weak_type=getattr(c.aval, "weak_type", False))
+              if isinstance(c, _compat.Tracer) else c for c in closed.consts]
+    return ClosedJaxpr(closed.jaxpr, consts)
 
 
 def _symbolic_aval(leaf: Leaf, n: Any) -> Any:
@@ -203,8 +214,9 @@ def _derivatives(closed: Any, concrete: Any, leaves: list[Leaf], outs: list, len
     for i, state in zip(floats, got_cts):
         leaf = leaves[i - nconst] if i >= nconst else None
         bucketed = leaf is not None and leaf.axis is not None
-        if isinstance(state, (Counted, Mixed)) or (isinstance(state, Row) and not state.zero) or \
-                (bucketed and not isinstance(state, Row)):
+        if isinstance(state, Counted) or (not lenient and (  # with a mask, rows mix as in the primal
+                isinstance(state, Mixed) or (isinstance(state, Row) and not state.zero) or
+                (bucketed and not isinstance(state, Row)))):
             arg = leaf.origin if bucketed else "an argument it does not bucket"
             raise BucketError(RULE_GRADIENT.format(function=function, rule=rule, arg=arg))
     return guards + rec.guards
