@@ -121,8 +121,8 @@ def _timers() -> dict[str, float]:
     import contextlib
     import time
 
-    from staticfield._jit import _engine
-    from staticfield._store import _program
+    from staticfield._jit import _traced
+    from staticfield._store import _executable, _program
 
     spent = {"program": 0.0, "trace": 0.0, "load": 0.0, "agree": 0.0}
 
@@ -136,8 +136,8 @@ def _timers() -> dict[str, float]:
         return timed_call
 
     _program.StoredJit.program = timed(_program.StoredJit.program, "program")  # type: ignore[method-assign]
-    _program.deserialize = timed(_program.deserialize, "load")
-    deferred = _engine._VariantHooks.deferred
+    _executable.deserialize = timed(_executable.deserialize, "load")
+    deferred = _traced.VariantHooks.deferred
 
     @contextlib.contextmanager
     def traced(self: Any) -> Any:
@@ -148,8 +148,8 @@ def _timers() -> dict[str, float]:
         finally:
             spent["trace"] += time.perf_counter() - start
 
-    _engine._VariantHooks.deferred = traced  # type: ignore[method-assign]
-    _engine._VariantHooks.agree = timed(_engine._VariantHooks.agree, "agree")  # type: ignore[method-assign]
+    _traced.VariantHooks.deferred = traced  # type: ignore[method-assign]
+    _traced.VariantHooks.agree = timed(_traced.VariantHooks.agree, "agree")  # type: ignore[method-assign]
     return spent
 
 

@@ -1,4 +1,6 @@
-"""The package's layout: subpackages import one way, and pickles made by 0.1 still load."""
+"""The package's layout: subpackages import one way, no module imports itself through
+others, no module outgrows a room, one launcher starts the tests' processes, and pickles
+made by 0.1 still load."""
 
 from __future__ import annotations
 
@@ -12,7 +14,17 @@ import pytest
 import staticfield
 
 PACKAGE = pathlib.Path(staticfield.__file__).parent
-DATA = pathlib.Path(__file__).parent / "data"
+SRC = PACKAGE.parent
+TESTS = pathlib.Path(__file__).parent
+DATA = TESTS / "data"
+
+# The most lines a module under src/ may hold: past that it holds more than one idea, and
+# is split along them (the house style's "about 300 lines, each with one job").
+MAX_LINES = 350
+# Modules allowed past MAX_LINES, each with the reason: only a generated-code template
+# (source text that must stay in one piece to read like the code it produces) may be
+# here. None is today.
+LONG_MODULES: dict[str, str] = {}
 
 # Each subpackage and the subpackages it may import (the rooms, bottom to top).
 ALLOWED = {
@@ -88,6 +100,151 @@ def test_pytest_plugin_imports_only_watch_and_nothing_at_import():
            and any((a.name if isinstance(n, ast.Import) else n.module or "").startswith(("staticfield", "jax"))
                    for a in n.names)]
     assert not top  # only inside the functions that need them
+
+
+def _modules(src: pathlib.Path) -> dict[str, pathlib.Path]:
+    """Every module under ``src`` by its dotted name (a package by its ``__init__.py``)."""
+    found = {}
+    for path in sorted(src.rglob("*.py")):
+        parts = list(path.relative_to(src).with_suffix("").parts)
+        if "__pycache__" not in parts:
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _import_nodes(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Every import that can run: at module level, in classes and in functions (an import
+    deferred into a function still closes a circle, it only hides it), but not under
+    ``if TYPE_CHECKING:``, which never runs."""
+    found, todo = [], list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            todo.extend(node.orelse)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        else:
+            todo.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _imports(name: str, path: pathlib.Path, modules: dict[str, pathlib.Path]) -> set[str]:
+    """The modules of ``modules`` that the module ``name`` imports: ``from .x import y`` is
+    the module ``x.y`` where there is one, else ``x`` itself."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in _import_nodes(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name in modules)
+            continue
+        base = node.module or ""
+        if node.level:
+            up = package.split(".")[: len(package.split(".")) - node.level + 1]
+            base = ".".join([*up, *([node.module] if node.module else [])])
+        for alias in node.names:
+            module = f"{base}.{alias.name}" if base else alias.name
+            target = module if module in modules else base
+            if target in modules and target != name:
+                found.add(target)
+    return found
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph`` (module: the modules it imports): each strongly
+    connected set of more than one module, sorted (Tarjan's algorithm, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            step = next(edges, None)
+            if step is not None:
+                if step not in index:
+                    index[step] = low[step] = len(index)
+                    stack.append(step)
+                    on_stack.add(step)
+                    work.append((step, iter(sorted(graph.get(step, ())))))
+                elif step in on_stack:
+                    low[node] = min(low[node], index[step])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                members = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    members.append(member)
+                    if member == node:
+                        break
+                if len(members) > 1:
+                    circles.append(sorted(members))
+    return sorted(circles)
+
+
+def test_no_import_circle_under_src():
+    """No module under src/ imports itself through others, within a subpackage or across
+    them, not even through an import deferred into a function."""
+    modules = _modules(SRC)
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    assert len(modules) > 100 and sum(map(len, graph.values())) > 300  # the graph was read
+    assert not _circles(graph), f"import circles: {_circles(graph)}"
+
+
+def test_the_subpackages_have_an_order():
+    """The rooms' allowed imports have no circle either: each subpackage can be placed above
+    every subpackage it may import."""
+    graph = {name: set(allowed) for name, allowed in ALLOWED.items()}
+    assert not _circles(graph) and all(name not in allowed for name, allowed in graph.items())
+
+
+def test_the_circle_finder_finds_circles(tmp_path):
+    """The checks above can fail: a circle through a deferred import, a package's
+    ``__init__`` and ``from . import``, found; one under ``TYPE_CHECKING`` is not."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from ._a import A\n")
+    (pkg / "_a.py").write_text("from ._b import B\nA = 1\n")
+    (pkg / "_b.py").write_text("def f():\n    from . import _c\nB = 2\n")
+    (pkg / "_c.py").write_text("from ._a import A\n")
+    (pkg / "_d.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import _e\n")
+    (pkg / "_e.py").write_text("from pkg import _d\n")
+    (pkg / "_f.py").write_text("from . import _g\n")
+    (pkg / "_g.py").write_text("from .. import pkg\n")
+    modules = _modules(tmp_path)
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    assert _circles(graph) == [["pkg._a", "pkg._b", "pkg._c"]]
+    assert graph["pkg"] == {"pkg._a"} and graph["pkg._g"] == {"pkg"} and graph["pkg._e"] == {"pkg._d"}
+    graph["pkg"].add("pkg._f")
+    assert _circles(graph) == [["pkg", "pkg._f", "pkg._g"], ["pkg._a", "pkg._b", "pkg._c"]]
+
+
+def test_no_module_outgrows_a_room():
+    """Every module under src/ holds at most MAX_LINES lines (LONG_MODULES names the only
+    exceptions, and each must still need its exception)."""
+    lengths = {str(p.relative_to(SRC)): len(p.read_text().splitlines()) for p in _modules(SRC).values()}
+    long = {path: n for path, n in lengths.items() if n > MAX_LINES and path not in LONG_MODULES}
+    assert not long, f"modules over {MAX_LINES} lines (split each along the ideas it holds): {long}"
+    assert all(lengths.get(path, 0) > MAX_LINES for path in LONG_MODULES), "an exception no longer needed"
+
+
+def test_one_launcher_starts_the_tests_processes():
+    """Processes that run together (a jax.distributed job, or writers sharing a store) are
+    started by tests/_launch.py alone, where their timeouts and cleanup live."""
+    starters = ("subprocess.Popen", "Popen(", "killpg", "start_new_session", "free_port()")
+    others = sorted(p for p in TESTS.rglob("*.py") if p.name != "_launch.py" and p.name != pathlib.Path(__file__).name)
+    found = {str(p.relative_to(TESTS)): [s for s in starters if s in p.read_text()] for p in others}
+    assert not {path: hits for path, hits in found.items() if hits}
 
 
 _LOAD = """

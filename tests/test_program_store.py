@@ -9,6 +9,7 @@ runs in subprocesses.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import pickle
 import stat
@@ -24,6 +25,7 @@ import pytest
 import staticfield as sf
 from staticfield import _store
 from staticfield._store import _entries
+from _launch import launch
 
 USER = '''
 import jax
@@ -476,21 +478,15 @@ print(json.dumps({
 '''
 
 
-def _processes(tmp_path, n=1, xla_flags=None):
-    env = dict(os.environ, STATICFIELD_PROGRAM_STORE=str(tmp_path / "envstore"), PYTHONDONTWRITEBYTECODE="1",
-               PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
-    env.pop("XLA_FLAGS", None)
-    if xla_flags:
-        env["XLA_FLAGS"] = xla_flags
+def _processes(tmp_path, n=1, devices=1):
+    """``n`` processes at once (by tests/_launch.py), each with ``devices`` CPU devices,
+    running SCRIPT over the store of STATICFIELD_PROGRAM_STORE; each one's last line."""
+    env = {"STATICFIELD_PROGRAM_STORE": str(tmp_path / "envstore"),
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     (tmp_path / "script.py").write_text(SCRIPT)
-    procs = [subprocess.Popen([sys.executable, str(tmp_path / "script.py")], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(n)]
-    results = []
-    for p in procs:
-        out, err = p.communicate(timeout=300)
-        assert p.returncode == 0, err
-        results.append(eval(out.strip().splitlines()[-1]))  # noqa: S307 - our own JSON line
-    return results
+    finished = launch([sys.executable, str(tmp_path / "script.py")], processes=n, devices=devices, env=env,
+                      timeout=300)
+    return [json.loads(f.out.strip().splitlines()[-1]) for f in finished]
 
 
 def test_fresh_processes_sharing_a_store_trace_nothing(store):
@@ -505,7 +501,7 @@ def test_fresh_processes_sharing_a_store_trace_nothing(store):
 
 def test_another_device_count_compiles_again(store):
     _processes(store)
-    (other,) = _processes(store, xla_flags="--xla_force_host_platform_device_count=2")
+    (other,) = _processes(store, devices=2)
     assert other == {"compiles": 3, "loads": 0}
 
 

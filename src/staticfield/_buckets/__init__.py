@@ -1,17 +1,21 @@
 """Shape buckets (``buckets=`` of ``sf.jit`` and ``@sf.jit_method``): pad a row axis up to a
 bucket size so that variable batch sizes compile a handful of programs, soundly.
 
-``_rows`` follows the row axis through a traced program's jaxpr (``_rules``: one rule per
-primitive, ``_control`` for calls, branches and loops; an operation without a rule counts
-as mixing rows) and says which outputs carry it; ``_sizes`` chooses a bucket (``"pow2"``,
-a list, ``"auto"``); ``_pad`` pads inputs (on the host for NumPy, by one small program of
-its own per new size for device arrays) and slices outputs back; ``_front`` is the call
-(pad, run, slice, count), given the engine's call as an explicit input; ``_trace`` the
-body JAX traces in place of the user's function (analyse, then evaluate the analysed
-program); ``_report`` the checking mode and the ``"bucket"`` explanations; ``_recorded``
-what a program store record keeps of a bucket (for ``sf.warmup``); ``_ahead`` the
-arguments and results of ``lower``/``trace``/``eval_shape``/``precompile``; ``_errors``
-holds ``BucketError``, ``BucketCheckError`` and the messages.
+The call: ``_front`` (pad, run, slice, count; given the engine's call as an explicit
+input), ``_args`` (which arguments are bucketed, their rows, the bucket, the arguments
+padded to it), ``_sizes`` (the bucket: ``"pow2"``, a list, ``"auto"``) and ``_pad`` (on
+the host for NumPy, by one small program of its own per new size for device arrays;
+outputs sliced back). The trace: ``_trace`` is the body JAX traces in place of the
+user's function, in named steps: ``_verdict`` judges the function for one non-row key
+(traced with the row count a symbol, ``_symbolic``; analysed by ``_analysis`` over the
+states of ``_lattice``, with one rule per primitive in ``_rules``, ``_indexing`` for
+indexing and ``_control`` for calls, branches and loops; an operation without a rule
+counts as mixing rows), ``_compare`` shows that the program that runs is the program
+analysed, and ``_run`` runs it with its callbacks handed the real rows. Around them:
+``_report`` (the checking mode and the ``"bucket"`` explanations), ``_recorded`` (what a
+program store record keeps of a bucket, for ``sf.warmup``), ``_ahead`` (the arguments
+and results of ``lower``/``trace``/``eval_shape``/``precompile``) and ``_errors``
+(``BucketError``, ``BucketCheckError`` and the messages).
 
 Imports: ``_core`` and ``_explain`` only; ``_jit`` builds on it, and ``_watch`` recognises
 its padding programs by an attribute, without importing it.

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 from jax.extend.core import jaxpr_as_fun
 
 from .._core import _compat
-from .._core._spec import SPECS
+from .._core._registry import SPECS
 from ._run import run, takes_rows
 from ._compare import differs
 from ._errors import BucketError

@@ -23,7 +23,7 @@ import jax
 import numpy as np
 
 from ._keys import keyable
-from ._spec import is_instance
+from ._registry import is_instance
 
 ARRAY_LEAVES = (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct)
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from . import _compat, _errors
 from ._freeze import ATOMIC, bound_method_error, freeze
-from ._spec import SPEC_ATTR, is_instance
+from ._registry import SPEC_ATTR, is_instance
 
 # The concrete jax.Array type; looked up without creating an array, which would start
 # the XLA backend at import (jax.distributed.initialize must come first). A JAX without

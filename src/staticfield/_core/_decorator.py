@@ -12,7 +12,8 @@ from . import _abstract, _deep, _display, _errors, _instance, _mapping, _marks, 
 from ._marks import _Constant as _Constant  # noqa: F401 - pickles made by 0.1 name it here
 from ._codegen import generate
 from ._field import field, static
-from ._spec import SPEC_ATTR, Spec, is_skeleton, register
+from ._spec import Spec
+from ._registry import SPEC_ATTR, is_skeleton, register
 
 C = TypeVar("C", bound=type)
 

@@ -21,8 +21,9 @@ from __future__ import annotations
 from typing import Any
 
 from ._keys import StaticKey
-from ._spec import SPECS
-from ._state import DEEP_ATTR, flat, hold_deep
+from ._registry import SPECS
+from ._sealed import hold_deep
+from ._state import DEEP_ATTR, flat
 
 Path = tuple  # of str (a field) and int (a tuple index)
 

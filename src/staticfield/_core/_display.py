@@ -25,7 +25,8 @@ import numpy as np
 
 from . import _compat
 from ._slots import used_whole
-from ._spec import SPEC_ATTR, Spec, is_instance, spec_of
+from ._spec import Spec, spec_of
+from ._registry import SPEC_ATTR, is_instance
 
 _DTYPE_SHORT = {"float": "f", "int": "i", "uint": "u", "complex": "c", "bfloat": "bf"}
 

@@ -13,9 +13,10 @@ from typing import Any, TypeVar
 import jax
 import numpy as np
 
-from . import _compat, _errors, _state
+from . import _compat, _errors, _sealed, _state
 from ._slots import used_whole
-from ._spec import ensure_registered, spec_of
+from ._spec import spec_of
+from ._registry import ensure_registered
 from ._state import BUILDING
 
 T = TypeVar("T")
@@ -148,16 +149,16 @@ def __hash__(self: Any) -> int:
 
 
 def __getstate__(self: Any) -> dict[str, Any]:
-    return _state.getstate(self)
+    return _sealed.getstate(self)
 
 
 def __setstate__(self: Any, state: dict[str, Any]) -> None:
     ensure_registered(type(self))  # a class cloudpickle rebuilt in a new process
-    _state.setstate(self, state)
+    _sealed.setstate(self, state)
 
 
 def __copy__(self: T) -> T:
-    return _state.copy(self)
+    return _sealed.copy(self)
 
 
 def replace(obj: T, /, **changes: Any) -> T:
@@ -178,7 +179,7 @@ def replace(obj: T, /, **changes: Any) -> T:
                 valid=", ".join(spec.names),
             )
         )
-    return _state.derive(obj, changes)
+    return _sealed.derive(obj, changes)
 
 
 def _replace_method(self: T, /, **changes: Any) -> T:

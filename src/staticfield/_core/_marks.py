@@ -21,7 +21,7 @@ from ._field import (
     LEAVES, STATIC, Field, annotation_is_static, converter_of, is_static, leaves_of, marks_of, sharding_of,
 )
 from ._freeze import freeze
-from ._spec import SPEC_ATTR
+from ._registry import SPEC_ATTR
 
 
 def static_annotations(cls: type) -> frozenset[str]:

@@ -14,7 +14,7 @@ a custom ``__init__`` before it sets ``n``  the same
 an instance whose ``__dict__`` is a         the dict's ``__getitem__``: for a static
 ``StandIn`` (``deps="read"``'s traced self)  name it records the read (see ``_deps``)
 ``object.__setattr__(obj, n, v)``           while building, stores ``v``; on a built
-                                            instance, ``_state.reassign``: checked, then
+                                            instance, ``_sealed.reassign``: checked, then
                                             everything derived is derived again
 ``object.__delattr__(obj, n)``              while building, deletes; else refused
 ==========================================  ===========================================
@@ -83,7 +83,7 @@ class FieldSlot:
 
     __slots__ = ("name", "default")
 
-    # ``_state`` owns writes: it sets these (a building instance, and a built one).
+    # ``_state`` and ``_sealed`` own writes: they set these (a building instance, and a built one).
     building: Any = None
     reassign: Any = None
     refuse_delete: Any = None

@@ -2,23 +2,25 @@
 
 A ``Spec`` lists a class's fields split into static and dynamic names, their
 converters, its ``__check_init__`` hooks and the generated pytree functions;
-``SPECS`` maps every decorated class to its spec (the jit hit path's one-lookup
-test). What an *instance* holds, and who writes it, is ``_state``'s business.
+``spec_of`` finds it (or says to decorate the class), and ``sf.fields``,
+``sf.static_fields`` and ``sf.dynamic_fields`` read it. Which classes are decorated
+(``SPECS``) and their registration with JAX is ``_registry``'s business; what an
+*instance* holds, and who writes it, ``_state``'s.
+
+Imports: ``_errors``, ``_field``, ``_keys``, ``_registry`` and ``_vars`` (a spec
+unpickled with its class registers it and installs ``vars(obj)``'s view again). Called
+by the decorator, ``_state``, ``_codegen`` and every room that reads a class's fields.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import weakref
 from typing import Any
 
-import jax
-
-from . import _errors
+from . import _errors, _registry, _vars
 from ._field import converter_of, is_static, leaves_of
 from ._keys import StaticKey
-
-SPEC_ATTR = "__staticfield_spec__"
+from ._registry import SPEC_ATTR
 
 
 class Spec:
@@ -34,16 +36,11 @@ class Spec:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        from . import _vars  # (it reads SPECS: imported here, not at the top)
-
         # cloudpickle leaves a class's __dict__ attribute behind: install it again, unless the
         # class was pickled by a staticfield whose generated code reads obj.__dict__ itself
         old = "__dict__" in getattr(getattr(self.flat, "__code__", None), "co_names", ())
         _vars.install(self.cls, view=not old)
-        if self.cls in _REGISTERED:
-            SPECS[self.cls] = self
-        else:  # the class dict may still be filling in: register with this spec itself
-            _register(self)
+        _registry.take_over(self)
 
     def __init__(self, cls: type, check: bool) -> None:
         self.cls = cls
@@ -71,58 +68,6 @@ class Spec:
         self.provisional = False  # set by the decorator for an empty class body
 
 
-_REGISTERED: weakref.WeakSet[type] = weakref.WeakSet()
-# Every decorated class's spec by exact type: the jit hit path's one-lookup test.
-SPECS: dict[type, Spec] = {}
-
-
-def register(spec: Spec, generated: dict[str, Any]) -> None:
-    """Register ``spec.cls`` with JAX as a pytree with ``GetAttrKey`` keys."""
-    spec.flat = generated["flat"]
-    spec.make_key = generated["make_key"]
-    spec.flatten = generated["flatten"]
-    spec.flatten_with_keys = generated["flatten_with_keys"]
-    spec.unflatten = generated["unflatten"]
-    ensure_registered(spec.cls)
-
-
-# A class body with nothing but these is what cloudpickle builds before it sets the real
-# class dict (and, for an ``sf.Struct`` subclass, ``__init_subclass__`` decorates it then).
-_SKELETON = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__"})
-
-
-def is_skeleton(cls: type) -> bool:
-    """An empty class body: its real spec may still arrive (see ``ensure_registered``)."""
-    return set(cls.__dict__) <= _SKELETON
-
-
-def ensure_registered(cls: type) -> None:
-    """Register a class once; also for a class rebuilt by value (cloudpickle in a new process)."""
-    spec: Spec = cls.__dict__[SPEC_ATTR]
-    SPECS[cls] = spec
-    if cls not in _REGISTERED:
-        _register(spec)
-
-
-def _register(spec: Spec) -> None:
-    """JAX keeps the functions it is given, so a class that may still receive its real spec
-    (an empty class body, as cloudpickle first builds one) is registered through functions
-    that look its spec up on each call; every other class gets its own functions directly."""
-    cls = spec.cls
-    SPECS[cls] = spec
-    flatten_with_keys, unflatten = spec.flatten_with_keys, spec.unflatten
-    if spec.provisional:
-
-        def flatten_with_keys(o: Any) -> Any:
-            return cls.__dict__[SPEC_ATTR].flatten_with_keys(o)
-
-        def unflatten(key: Any, children: Any) -> Any:
-            return cls.__dict__[SPEC_ATTR].unflatten(key, children)
-
-    jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten, flatten_func=spec.flatten)
-    _REGISTERED.add(cls)
-
-
 def spec_of(cls_or_obj: Any, what: str = "this function") -> Spec:
     cls = cls_or_obj if isinstance(cls_or_obj, type) else type(cls_or_obj)
     spec = cls.__dict__.get(SPEC_ATTR)
@@ -137,10 +82,6 @@ def spec_of(cls_or_obj: Any, what: str = "this function") -> Spec:
             "Decorate the class with @sf.dataclass."
         )
     return spec
-
-
-def is_instance(obj: Any) -> bool:
-    return SPEC_ATTR in type(obj).__dict__
 
 
 def bad_subclass(obj: Any, base: type) -> None:

@@ -41,20 +41,27 @@ a pickled state are never trusted. [5] only on a sealed instance. [6] checked as
 bindings held elsewhere are re-pointed at the instance; instances that lifted its
 statics into their own ``deps="read"`` flatten drop that flatten and their bindings.
 
-Nothing outside this module and the code it has ``_codegen`` generate writes or
-clears these entries.
+This module writes the construction rows (and the flatten cache, and bindings);
+``_sealed`` the rows after it (``replace``, ``__copy__``, ``__setstate__``,
+``object.__setattr__`` on a built instance). Nothing outside these two modules and the
+code ``_codegen`` generates from them writes or clears these entries.
+
+Imports: ``_checks``, ``_errors``, ``_registry``, ``_slots``, ``_spec`` and ``_vars``.
+Called by the generated ``__init__`` (``prepare``, ``finish_other``, ``build``,
+``check_init``: pickles name them here), ``_decorator``, ``_instance``, ``_sealed``, and
+every room that reads an instance's cached flatten (``flat``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import operator
-import weakref
 from typing import Any, Callable
 
 from . import _errors, _slots, _vars
 from ._checks import store
-from ._spec import SPEC_ATTR, Spec, spec_of
+from ._spec import Spec, spec_of
+from ._registry import SPEC_ATTR
 
 KEY_ATTR = "_staticfield_key"
 FLAT_ATTR = "_staticfield_flat"
@@ -62,25 +69,6 @@ DEEP_ATTR = "_staticfield_deep"  # deps="read": the flatten with nested statics 
 DERIVED = (KEY_ATTR, FLAT_ATTR, DEEP_ATTR)
 RESERVED = (*DERIVED, _vars.REAL_ATTR)  # names no field may take
 flat = operator.attrgetter(FLAT_ATTR)  # an instance's cached (children, static key)
-
-# Instances whose cached deps="read" flatten lifted the statics of nested instances
-# (``_deep``): what they cached depends on other instances' fields too. By id (an
-# instance's == and hash are its fields', and may refuse under a trace), held weakly.
-DEEP_HOLDERS: dict[int, weakref.ref] = {}
-
-
-def hold_deep(obj: Any) -> None:
-    """Remember that ``obj`` cached what nested instances hold (see ``reassign``)."""
-    i = id(obj)
-
-    def gone(ref: weakref.ref) -> None:
-        if DEEP_HOLDERS.get(i) is ref:
-            del DEEP_HOLDERS[i]
-
-    try:
-        DEEP_HOLDERS[i] = weakref.ref(obj, gone)
-    except TypeError:  # takes no weak references: it keeps no lifted flatten either
-        obj._staticfield_dict.pop(DEEP_ATTR, None)
 
 # ids of instances under construction (custom __init__ or __post_init__ running).
 BUILDING: set[int] = set()
@@ -186,55 +174,6 @@ def setattr_building(obj: Any, name: str, value: Any) -> None:
     obj._staticfield_dict[name] = conv(value) if conv is not None else value
 
 
-def reassign(obj: Any, name: str, value: Any) -> None:
-    """``object.__setattr__(obj, name, value)`` on a built instance (the frozen-dataclass
-    escape hatch): checked as ``sf.replace`` checks (no converter runs, as with any
-    ``object.__setattr__``), then every entry derived from the old fields is dropped, to
-    be derived again on first use. Refused (with the instance unchanged) where a check
-    or ``__check_init__`` fails.
-
-    Derived entries are everything in the dict that is not a field: the static key,
-    cached children, bindings and cached properties. A binding someone still holds
-    (``m = obj.method``) is told to follow the instance from now on (``_staticfield_rebind``).
-    """
-    _slots.used_whole(obj, "object.__setattr__")
-    spec = spec_of_type(obj.__class__)
-    d = obj._staticfield_dict
-    trial = _fields_copy(spec, obj)
-    td = trial._staticfield_dict
-    store(spec, trial, name, value, convert=False)
-    check_init(spec, trial)
-    stale = [(k, v) for k, v in d.items() if k not in spec.name_set]
-    for k, _ in stale:
-        del d[k]
-    d[name] = td[name]
-    if spec.constant_key is not None:
-        d[KEY_ATTR] = spec.constant_key
-    for _, v in stale:
-        _rebind(v, obj)
-    # obj may be nested in instances that cached its statics and leaves (their lifted
-    # flatten, and the deps="read" bindings made from it): they derive those again too.
-    for ref in list(DEEP_HOLDERS.values()):
-        holder = ref()
-        if holder is None:
-            continue
-        hd = holder._staticfield_dict
-        hd.pop(DEEP_ATTR, None)
-        for k, v in list(hd.items()):
-            if _rebind(v, holder):
-                del hd[k]
-    DEEP_HOLDERS.clear()
-
-
-def _rebind(value: Any, obj: Any) -> bool:
-    """Tell a binding of ``obj`` found in its dict to follow ``obj`` from now on."""
-    rebind = getattr(value.__class__, "_staticfield_rebind", None)
-    if rebind is None:
-        return False
-    rebind(value, obj)
-    return True
-
-
 def _building(obj: Any) -> bool:
     return id(obj) in BUILDING
 
@@ -244,7 +183,6 @@ def _refuse_delete(obj: Any, name: str) -> None:
 
 
 _slots.FieldSlot.building = staticmethod(_building)
-_slots.FieldSlot.reassign = staticmethod(reassign)
 _slots.FieldSlot.refuse_delete = staticmethod(_refuse_delete)
 
 
@@ -297,65 +235,3 @@ def cache_binding(obj: Any, slot: str, value: Any) -> Any:
     return value
 
 
-def derive(obj: Any, changes: dict[str, Any]) -> Any:
-    """``sf.replace``: a new sealed instance with ``changes``, without ``__init__``."""
-    _slots.used_whole(obj, "replace")
-    spec = spec_of_type(obj.__class__)
-    new = _fields_copy(spec, obj)
-    d, od = new._staticfield_dict, obj._staticfield_dict
-    static_changed = False
-    for name, value in changes.items():
-        store(spec, new, name, value, convert=True)
-        static_changed = static_changed or name in spec.static_set
-    if not static_changed and KEY_ATTR in od:
-        d[KEY_ATTR] = od[KEY_ATTR]
-    check_init(spec, new)
-    return new
-
-
-def copy(obj: Any) -> Any:
-    """``copy.copy``: the fields only. The key and children are derived again on first use,
-    so a field the user then sets with ``object.__setattr__`` (the frozen-dataclass escape
-    hatch) is what a flatten sees."""
-    _slots.used_whole(obj, "copy")
-    return _fields_copy(spec_of_type(obj.__class__), obj)
-
-
-def _fields_copy(spec: Spec, obj: Any) -> Any:
-    """A new instance of ``spec``'s class holding ``obj``'s fields and nothing derived."""
-    new = object.__new__(spec.cls)
-    d, od = new._staticfield_dict, obj._staticfield_dict
-    for name in spec.names:
-        d[name] = od[name]
-    return new
-
-
-def getstate(obj: Any) -> dict[str, Any]:
-    """The pickled state: the fields only."""
-    _slots.used_whole(obj, "pickle")
-    spec = spec_of_type(obj.__class__)
-    d = obj._staticfield_dict
-    return {n: d[n] for n in spec.names}
-
-
-def setstate(obj: Any, state: Any) -> None:
-    """Unpickle: fields from ``state``, frozen and checked; derived entries found there are
-    dropped (they are rebuilt from the fields), anything else is refused."""
-    spec = spec_of_type(obj.__class__)
-    cls = spec.cls.__qualname__
-    if not isinstance(state, dict):
-        raise TypeError(_errors.BAD_STATE.format(cls=cls, problem=f"a {type(state).__name__}, not a dict"))
-    missing = [n for n in spec.names if n not in state]
-    unknown = [n for n in state if n not in spec.name_set and n not in DERIVED]
-    if missing or unknown:
-        problem = (f"no value for field(s) {', '.join(map(repr, missing))}" if missing
-                   else f"unknown entries {', '.join(map(repr, unknown))}")
-        raise TypeError(_errors.BAD_STATE.format(cls=cls, problem=problem))
-    d = obj._staticfield_dict
-    d.clear()
-    for name in spec.names:
-        d[name] = state[name]
-    for name in spec.names:
-        store(spec, obj, name, d[name], convert=False)
-    if spec.constant_key is not None:
-        d[KEY_ATTR] = spec.constant_key

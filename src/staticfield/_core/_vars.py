@@ -43,7 +43,7 @@ from typing import Any
 from . import _compat
 from ._errors import StaticFieldWarning
 from ._slots import StandIn
-from ._spec import SPECS
+from ._registry import SPECS
 
 REAL_ATTR = "_staticfield_dict"
 real = operator.attrgetter(REAL_ATTR)  # an instance's real dict (C-level)

@@ -56,7 +56,7 @@ from .._core._deep import exact_of
 from ._read import Trace, Variant, display, part
 from ._trace import stand_in
 from .._explain._diff import Change, Recompile
-from .._core._spec import SPECS
+from .._core._registry import SPECS
 from .._core._state import DEEP_ATTR
 
 logger = logging.getLogger("staticfield")

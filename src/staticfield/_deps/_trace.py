@@ -50,7 +50,7 @@ from typing import Any, Callable
 
 from .._core._deep import DeepKey
 from .._core._slots import StandIn, answers
-from .._core._spec import SPECS
+from .._core._registry import SPECS
 from .._core._traceback import call_site
 from ._read import Recorder
 

@@ -18,7 +18,8 @@ import jax
 from .._core._anyleaves import ARRAY_LEAVES, AnyLeaves
 from .._core._compat import Tracer, traced_call
 from .._core._display import sharding_text
-from .._core._spec import SPEC_ATTR, Spec
+from .._core._spec import Spec
+from .._core._registry import SPEC_ATTR
 from ._names import tree_types
 
 PASSING = "(passed by keyword)"  # the entry naming the arguments passed by keyword

@@ -7,9 +7,10 @@ tracking (counting, explaining, the ``max_compiles`` budget) runs while tracing,
 never on a hit.
 
 Dependencies run one way: this module (the public decorators) builds on
-``_bound`` (the method descriptor and bound-method pytree) and ``_engine`` (the
-variants and misses), which builds on ``_variant`` (one variant's ``jax.jit``),
-``_hitpath`` (the generated hit paths) and ``_tracker`` (the counters).
+``_bound`` (the method descriptor and bound-method pytree), ``_hitpath_jit`` (what
+``sf.jit`` returns) and ``_engine`` (the variants and misses), which builds on
+``_variant`` (one variant's ``jax.jit``), ``_hitpath`` and its siblings (the generated
+hit paths) and ``_tracker`` (the counters).
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from ._args import qualname, resolve_static, signature_parts
 from .._buckets import bucket_spec
 from ._bound import JitMethod, make_method
 from ._engine import JitFunction
-from ._hitpath import public_function
-from .._core._spec import SPECS
+from ._hitpath_jit import public_function
+from .._core._registry import SPECS
 from ._tracker import UNSET, default_warn_compiles
 from ._types import JitMethodDescriptor, Jitted
 

@@ -35,7 +35,7 @@ import jax
 
 from .._core._anyleaves import ARRAY_LEAVES, AnyLeaves, leaf_key
 from .._core._compat import Tracer
-from .._core._spec import SPECS, is_instance
+from .._core._registry import SPECS, is_instance
 from .._explain import _describe
 
 _FREE, _FORCED, _FIELD = 0, 1, 2  # a leaf's place: anywhere, inside an instance, a check=False field

@@ -22,7 +22,7 @@ import jax
 from ._args import qualname
 from ._engine import JitFunction
 from .._core._deep import rebuild
-from .._core._spec import SPECS
+from .._core._registry import SPECS
 from .._core._state import cache_binding, flat
 from ._tracker import TRACKER_SETTINGS, check_positive
 
@@ -222,7 +222,7 @@ class BoundMethod(functools.partial):
         return hash((BoundMethod, id(self.engine), self.__self__))
 
     def _staticfield_rebind(self, obj: Any) -> None:
-        """``obj`` changed a field with ``object.__setattr__`` (``_state.reassign``): from
+        """``obj`` changed a field with ``object.__setattr__`` (``_sealed.reassign``): from
         now on this binding is ``partial(Cls.method, obj)``, so it computes with ``obj``'s
         fields as they are at each call, like a plain bound method."""
         _setstate(self, (self.engine.call, (obj,), {}, None))

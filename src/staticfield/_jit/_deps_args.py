@@ -20,11 +20,11 @@ from typing import Any, Callable, NamedTuple
 
 from .._core import _front
 from .._core._deep import rebuild
-from .._core._spec import SPECS
+from .._core._registry import SPECS
 from .._core._state import flat
 from .._deps import _check
 from .._deps._share import Abort, Deps
-from ._hitpath import static_front_call
+from ._hitpath_static import static_front_call
 from ._programs import aot
 from ._variant import Split, StaticArg
 

@@ -23,7 +23,7 @@ from typing import Any
 import jax
 
 from .._core._compat import traced_call
-from .._core._spec import SPECS, is_instance
+from .._core._registry import SPECS, is_instance
 
 _ORIGIN = re.compile(r"depends on the values? of the arguments? (.+?)\.(?:\n|$)", re.MULTILINE)
 _STEP = re.compile(r"\.([A-Za-z_]\w*)|\[([^\]]*)\]")

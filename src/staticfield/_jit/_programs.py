@@ -1,8 +1,8 @@
 """A jitted function's programs as JAX's own methods see them: ``lower``, ``trace``,
 ``eval_shape``, ``precompile`` (the program store), ``clear_cache`` and ``cache_size``.
 
-``Programs`` is a base of the engine (``_engine.JitFunction``), kept apart so the engine
-holds the call and miss paths only. Each method takes the user's arguments (instances,
+``Programs`` is a base of the engine (``_engine.JitFunction``), beside ``_fronts``,
+``_miss`` and ``_traced``: one idea each. Each method takes the user's arguments (instances,
 not children) and goes through the variant JAX would run for them; with ``buckets=``, for
 the arguments padded to the bucket a call would run (``_buckets._ahead``).
 """

@@ -2,10 +2,16 @@
 
 Owns the store's directory and its entry files (``_entries``: format, atomic writes,
 ownership and permission checks, listing, clearing), what an entry is keyed by
-(``_digest``: what a trace produced; ``_key``: options, trace context, machine,
-function and statics; ``_sources``: the user's code loaded at trace time), and
-``StoredJit`` (``_program``): a static variant's ``jax.jit`` that loads a stored
-program instead of lowering and compiling, or writes the program it compiled.
+(``_digest``: what a trace produced, ``_prng`` for random keys; ``_key``: options,
+trace context, machine, function and statics; ``_sources``: the user's code loaded at
+trace time), serialized programs (``_executable``), and ``StoredJit`` (``_program``): a
+static variant's ``jax.jit`` that loads a stored program instead of lowering and
+compiling, or writes the program it compiled; it finds the program by its trace
+(``_by_trace``, ``trust="trace"``) or without one (``_by_source``, ``trust="source"``).
+Beside them: why a program was not found (``_misses``), what the store says and warns
+(``_saying``), the records ``sf.warmup`` reads (``_records``), the listing command
+(``_cli``), and what the store gives the rooms above it (``_hooks``: the engine's
+``Hooks``, ``sf.watch``'s listeners, ``sf.warmup``'s counts).
 
 Imports: ``_core`` and ``_explain`` only; ``_jit`` wraps a variant's ``jax.jit`` in
 ``StoredJit`` on a miss while a store is set, and ``_watch`` hears of loads.
@@ -21,9 +27,9 @@ from typing import Any, Callable
 from .._core import _compat
 from .._core._errors import StaticFieldWarning
 from ._entries import check_directory
-from ._program import LOAD_LISTENERS as LOAD_LISTENERS
-from ._program import MISS_LISTENERS as MISS_LISTENERS
-from ._program import Hooks as Hooks
+from ._hooks import LOAD_LISTENERS as LOAD_LISTENERS
+from ._hooks import MISS_LISTENERS as MISS_LISTENERS
+from ._hooks import Hooks as Hooks
 from ._program import StoredJit as StoredJit
 
 ENV = "STATICFIELD_PROGRAM_STORE"

@@ -134,7 +134,7 @@ def _lookup(state: Any, path: tuple, root: str) -> Any:
 
 
 def _root_name(obj: Any) -> str:
-    from .._core._spec import is_instance
+    from .._core._registry import is_instance
 
     return type(obj).__qualname__ if is_instance(obj) else "state"
 

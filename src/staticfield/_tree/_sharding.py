@@ -23,7 +23,8 @@ import numpy as np
 from jax.sharding import AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec
 
 from .._core._field import sharding_of
-from .._core._spec import is_instance, spec_of
+from .._core._spec import spec_of
+from .._core._registry import is_instance
 
 T = TypeVar("T")
 

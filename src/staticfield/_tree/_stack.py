@@ -21,7 +21,8 @@ from .._core import _compat
 from .._core._frozendict import FrozenDict
 from .._core._keys import keyable
 from .._core._display import summary
-from .._core._spec import SPEC_ATTR, is_instance, spec_of
+from .._core._spec import spec_of
+from .._core._registry import SPEC_ATTR, is_instance
 
 T = TypeVar("T")
 

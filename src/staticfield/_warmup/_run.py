@@ -21,7 +21,7 @@ from .._core import _front
 from .._jit._engine import ENGINES, JitFunction
 from .._jit._agreement import ahead
 from .._jit._programs import aot
-from .._store import _program, _records
+from .._store import _hooks, _records
 
 NO_STORE = (
     "sf.warmup() prepares the programs a program store recorded, and no store is set. Set one "
@@ -164,7 +164,7 @@ def _pipelined(tasks: list, workers: int, site: str, part: Callable[..., None],
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sf.warmup") as pool:
         for engine, record, name in tasks:
             handed: list[tuple[Callable[[], Any], Callable[[Any], Any]]] = []
-            with _program.compiling_on(lambda fn, then: handed.append((fn, then))):
+            with _hooks.compiling_on(lambda fn, then: handed.append((fn, then))):
                 part(name, *_prepare_here(engine, record))
             if not handed:
                 record_done(name)
@@ -218,7 +218,7 @@ def _prepare_here(engine: JitFunction, record: _records.Record) -> tuple[Counts,
             jitted.precompile(*dyn, **kwargs)
         else:  # made before the store was set: into jax.jit's own cache
             aot(jitted, "precompile")(*dyn, **kwargs)
-            counts = _program.counts()
+            counts = _hooks.counts()
             counts["traced"] += 1
             counts["compiled"] += 1
 
@@ -229,7 +229,7 @@ def _counted(work: Callable[[], Any], failed: str) -> tuple[Counts, str, int, An
     """Run ``work`` on this thread: the programs it traced, loaded and compiled here, why it
     failed (``""``: it did not; one record that cannot be made never stops the others),
     the thread, and what it returned."""
-    counts = _program.counts()
+    counts = _hooks.counts()
     before = dict(counts)
     start = time.perf_counter()
     problem, result = "", None

@@ -2,30 +2,35 @@
 
 A ``watch`` keeps a ``WatchedFunction`` per function (by code location) and a
 ``Compile`` per trace. ``_hooks`` feeds it from JAX, on cache misses only:
-``_traced`` describes the arguments of each new trace (``_describe``, ``_diff``) and diffs
-them with the closest earlier compile; ``_duration`` adds trace, lowering and
-compile seconds to the compile in progress; ``_calling``/``_relowered`` explain a
-compile that needed no new trace (a new sharding). Where JAX lacks the trace hook,
-the watcher says so once and keeps counts and times only.
+``_traced`` records each new trace (``_compiles._record``: its arguments described and
+diffed with the closest earlier compile); ``_duration`` adds trace, lowering and
+compile seconds to the compile in progress; ``_calling`` notes the placements of a
+compile that needs no new trace (a new sharding), which ``_compiles._relowered``
+explains. Each thread's traces in progress are a stack (``_open``), innermost last.
+Where JAX lacks the trace hook, the watcher says so once and keeps counts and times only.
+
+Imports: ``_core`` (``_compat``), ``_explain`` (``Change``) and this room's ``_compiles``,
+``_describe``, ``_hooks``, ``_records``, ``_report`` and ``_site``. Called by the package
+root (``sf.watch``), ``_cli``, ``_stance`` (the trace in progress, for ``sf.no_compiles``)
+and the pytest plugin; its hooks by JAX.
 """
 
 from __future__ import annotations
 
-import re
 import threading
 from typing import Any, Callable
 
 import jax
 
-from . import _describe, _diff
+from . import _describe
 from .._core import _compat
 from .._explain._diff import Change
+from ._compiles import Compiles
 from ._hooks import activate, deactivate
 from ._records import Compile as Compile
 from ._records import WatchedFunction as WatchedFunction
 from ._report import render, to_dict
-from ._site import (call_site, eager, identify, in_jax, is_eqx_eval_shape, relative, squash, transformed,
-                    unwrap_library, via)
+from ._site import identify, squash, transformed
 
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -42,7 +47,7 @@ FAILED = (
 )
 
 
-class watch:
+class watch(Compiles):
     """Record every compile in a block: ``with sf.watch() as w: ...``, then ``w.report()``.
 
     ``w.functions`` lists a ``WatchedFunction`` per jitted function (by code location)
@@ -133,61 +138,6 @@ class watch:
         if tracing:
             tracing.pop()
 
-    def _record(self, fun: Callable, ji: Any, dbg: Any, args: tuple, kwargs: dict, outer: str) -> str:
-        user_fun, args, kwargs, static_leaf, static_argnums, static_argnames = unwrap_library(fun, ji, args, kwargs)
-        user_call = getattr(fun, "__sf_user_call__", None)
-        if user_call is not None:  # sf.jit/sf.jit_method: its instances rebuilt, statics back
-            user_fun, args, kwargs, static_argnums, static_argnames = user_call(args, kwargs)
-        key, name, location, eager = identify(user_fun, dbg)
-        with self._lock:
-            entry = self._by_key.get(key)
-            if entry is None:
-                entry = self._at_line(key, name, location, eager)
-                entry.padding = bool(getattr(user_fun, "__staticfield_padding__", False))
-        changes: list[Change] = []
-        description: dict = {}
-        # eqx.filter_eval_shape traces the user's function inside a partial of its own,
-        # made anew each time: not another function object of the user's
-        stand_in = not eager and is_eqx_eval_shape(fun)
-        if not eager and not entry.padding:
-            description = _describe.describe(
-                user_fun, args, kwargs, static_argnums, static_argnames, static_leaf,
-            )
-        # The user's function object: staticfield makes one jax.jit per static variant,
-        # not the user's doing, so its functions are told apart by the user's function.
-        ident = user_fun if user_call is not None else fun
-        if not eager and not entry.padding:
-            if entry.compiles:
-                seen = stand_in or entry.seen(ident) or all(o is None for o in entry._owners)
-                own = not entry.note and seen
-                earlier = [d if not own or o is None or o == id(ident) else None
-                           for d, o in zip(entry._descriptions, entry._owners)]
-                changes = _diff.closest(earlier, description)[1]
-                explain = getattr(fun, "__sf_explain__", None)  # deps="read": by what was read
-                if explain is not None:
-                    changes = explain(changes)
-                if not entry.note and not own:
-                    changes.insert(0, _diff.new_function(ident, entry._bound))
-                if all(entry._transformed):  # compiled only for transformations before
-                    changes = [_diff.transformation(into=False)]
-            if not stand_in:
-                entry.remember(ident)
-        record = Compile(len(entry.compiles) + 1, call_site(), changes, via=via(), inside=outer)
-        recompiles = getattr(fun, "__sf_recompiles__", None)
-        if recompiles is not None and not changes:
-            record.history = (recompiles, len(recompiles()))
-        entry.compiles.append(record)
-        entry._descriptions.append(description)
-        entry._owners.append(None if stand_in else id(ident))
-        entry._flat.append(None)
-        entry._transformed.append(False)
-        if not eager:
-            self._by_source[str(getattr(dbg, "func_src_info", ""))] = entry
-        names = (getattr(fun, "__name__", ""), getattr(getattr(fun, "func", None), "__name__", ""),
-                 getattr(user_fun, "__name__", ""))
-        self._push((record, tuple({squash(n) for n in names if isinstance(n, str)} - {""}), entry))
-        return entry.name
-
     def _loaded(self, fun: Callable, seconds: float, traced: bool) -> None:
         """A program of ``fun`` came from the program store: a load, not a compile (with
         ``trust="trace"``, the trace just recorded was the store's check: forgotten)."""
@@ -275,50 +225,6 @@ class watch:
         except Exception as e:
             self._failed("its call hook", e)
 
-    def _at_line(self, key: Any, name: str, location: str, eager: bool) -> WatchedFunction:
-        """The function at ``key``'s code location (one function however it was reached:
-        called, or compiled for a transformation first), else a new one."""
-        line = (key[0], key[1], name.rpartition(".")[2]) if len(key) == 3 else None
-        entry = self._by_line.get(line) if line else None
-        if entry is None:
-            entry = WatchedFunction(name, location, eager=eager)
-            if line:
-                self._by_line[line] = entry
-        self._by_key[key] = entry
-        return entry
-
-    def _relowered(self) -> tuple | None:
-        """A compile with no new trace: another sharding, or a program for a transformation
-        (``jax.vmap(f)``, ``jax.grad``): explained against the closest earlier compile of
-        the same kind (direct or transformed), by its flat arguments."""
-        pending, self._local.pending = getattr(self._local, "pending", None), None
-        if pending is None:
-            return None
-        args, dbg, is_transformed = pending
-        entry = self._by_source.get(str(dbg.func_src_info))
-        if entry is None:
-            src = _describe.source_line(dbg)
-            if src is None or in_jax(src[1]):  # jnp's own helpers: counted as eager operations
-                return None
-            name, file, line = src
-            with self._lock:
-                entry = self._at_line((file, line, name), name, f"{relative(file)}:{line}", False)
-            self._by_source[str(dbg.func_src_info)] = entry
-        flat = _describe.flat_args(args, dbg)
-        earlier = [f if t == is_transformed and f is not None
-                   and (not t or f.keys() == flat.keys()) else None  # the same transformation
-                   for f, t in zip(entry._flat, entry._transformed)]
-        found, changes = _diff.closest(earlier, flat)
-        if entry.compiles and found < 0:  # the first of its kind
-            changes = [_diff.transformation(into=is_transformed)]
-        record = Compile(len(entry.compiles) + 1, call_site(), changes)
-        entry.compiles.append(record)
-        entry._descriptions.append(None)
-        entry._owners.append(None)
-        entry._flat.append(flat)
-        entry._transformed.append(is_transformed)
-        return (record, tuple({squash(dbg.func_name)} - {""}), entry)
-
     def _duration(self, event: str, seconds: float, fun_name: str) -> None:
         try:
             field = _FIELD.get(event)
@@ -345,20 +251,6 @@ class watch:
             setattr(record, field, getattr(record, field) + seconds)
         except Exception as e:
             self._failed("its jax.monitoring listener", e)
-
-    def _unexplained(self, fun_name: str, field: str) -> Compile:
-        """A compile the trace hook did not see (a transformed jit, or no hook): by name."""
-        while (inner := re.fullmatch(r"p?jit\((.*)\)", fun_name)) is not None:
-            fun_name = inner.group(1)  # lowering and compile events say jit(f), tracing f
-        entry = self._other.get(fun_name)
-        if entry is None:  # an operation outside jit, traced before this watcher started?
-            entry = self._other[fun_name] = WatchedFunction(fun_name, "", eager=eager())
-        last = entry.compiles[-1] if entry.compiles else None
-        if last is None or field == "trace_s" or getattr(last, field):
-            last = Compile(entry.count + 1, call_site(), [])
-            entry.compiles.append(last)
-        return last
-
 
 _OPEN_LIMIT = 16  # traces kept open per thread (see watch._open)
 
