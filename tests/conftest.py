@@ -4,8 +4,17 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import os
+
 import jax
 import pytest
+from hypothesis import settings
+
+# HYPOTHESIS_PROFILE=ci (.ci/run sets it): every property test draws the same examples on
+# every run, so that a CI result depends on the commit alone. A developer's `make test`
+# draws new examples each run, and keeps the failing ones in .hypothesis/.
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 class Traced:
