@@ -75,9 +75,10 @@ class Model:
         return x.sum()
 
 
-def _child(mode: str, folder: str, model: str) -> None:
+def _child(mode: str, folder: str, model: str, smoke: str = "") -> None:
     """One fresh process: the model, then the clock from the first call to the last result.
-    With ``COORDINATOR`` set, one process of a two-process ``jax.distributed`` job."""
+    With ``COORDINATOR`` set, one process of a two-process ``jax.distributed`` job. With
+    ``smoke``, the model keeps its variants but only ``SMOKE_LAYERS`` layers."""
     import time
 
     if os.environ.get("COORDINATOR"):
@@ -92,6 +93,7 @@ def _child(mode: str, folder: str, model: str) -> None:
     spent = _timers() if mode in ("trace", "source") else None
 
     layers, variants = MODELS[model]
+    layers = min(layers, SMOKE_LAYERS) if smoke else layers
     key = jax.random.PRNGKey(0)
     ws = [jax.random.normal(jax.random.fold_in(key, i), (32, 32)) * 0.1 for i in range(layers)]
     bs = [jnp.zeros(32) for _ in range(layers)]
@@ -161,24 +163,27 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _fresh(mode: str, folder: str, model: str) -> dict:
-    done = subprocess.run([sys.executable, "-m", "benchmarks.restart", mode, folder, model], cwd=_ROOT, env=_env(),
-                          capture_output=True, text=True, timeout=600)
+def _command(mode: str, folder: str, model: str, smoke: bool) -> list[str]:
+    return [sys.executable, "-m", "benchmarks.restart", mode, folder, model, *(["smoke"] if smoke else [])]
+
+
+def _fresh(mode: str, folder: str, model: str, smoke: bool = False) -> dict:
+    done = subprocess.run(_command(mode, folder, model, smoke), cwd=_ROOT, env=_env(), capture_output=True,
+                          text=True, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"the {mode} process failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _job(mode: str, folder: str, model: str) -> dict:
+def _job(mode: str, folder: str, model: str, smoke: bool = False) -> dict:
     """A two-process job on 127.0.0.1 (one CPU device each): process 1's figures, where
     JAX's persistent cache never hits (only process 0 writes it)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(_env(), COORDINATOR=f"127.0.0.1:{port}")
-    procs = [subprocess.Popen([sys.executable, "-m", "benchmarks.restart", mode, folder, model], cwd=_ROOT,
-                              env=dict(env, PROCESS_ID=str(i)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for i in range(2)]
+    procs = [subprocess.Popen(_command(mode, folder, model, smoke), cwd=_ROOT, env=dict(env, PROCESS_ID=str(i)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
     try:
         outs = [p.communicate(timeout=600) for p in procs]
     finally:
@@ -191,6 +196,7 @@ def _job(mode: str, folder: str, model: str) -> dict:
 
 
 JOB = "64 layers, 4 variants, process 1 of 2"
+SMOKE_LAYERS = 4  # a smoke run checks that every path runs, not what it costs
 
 
 def run(cfg: Config, results: Results) -> None:
@@ -208,15 +214,15 @@ def run(cfg: Config, results: Results) -> None:
                        "source": os.path.join(tmp, "store")}
             os.makedirs(folders["pcache"])
             layers = model if model in MODELS else "64 layers, 4 variants"
-            start("pcache", folders["pcache"], layers)  # fill the caches: not timed
-            start("trace", folders["trace"], layers)
+            start("pcache", folders["pcache"], layers, cfg.smoke)  # fill the caches: not timed
+            start("trace", folders["trace"], layers, cfg.smoke)
             times: dict[str, list[float]] = {name: [] for name in MODES.values()}
             parts: dict[str, dict[str, list[float]]] = {STORE: {}, SOURCE: {}}
             counts: dict[str, str] = {}
             for r in range(rounds):
                 order = list(MODES.items())
                 for mode, name in order if r % 2 == 0 else order[::-1]:
-                    got = start(mode, folders[mode], layers)
+                    got = start(mode, folders[mode], layers, cfg.smoke)
                     times[name].append(got["us"])
                     counts[name] = f"{got['compiles']} compile(s), {got['loads']} load(s)"
                     for part, us in (got.get("parts") or {}).items():
@@ -235,4 +241,4 @@ def run(cfg: Config, results: Results) -> None:
 
 
 if __name__ == "__main__":
-    _child(sys.argv[1], sys.argv[2], sys.argv[3])
+    _child(*sys.argv[1:5])
