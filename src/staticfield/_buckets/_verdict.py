@@ -14,9 +14,9 @@ pad rows, since the padded outputs are sliced away) are traced symbolically with
 rules inside, and every input's cotangent must stay zero on the pad rows (the pad rows'
 cotangents are summed into the last real row when the padding is transposed). With
 ``mask="valid"`` the rules are analysed as leniently as the primal: rows may mix (the mask
-keeps the pad rows out, of the cotangents too), and only the row count as a value is refused. A rule
-that cannot be traced with a symbolic count where JAX could differentiate the concrete
-program is a refusal.
+keeps the pad rows out, of the cotangents too), and only the row count as a value is
+refused. A rule that cannot be traced with a symbolic count where JAX could differentiate
+the concrete program is a refusal.
 """
 
 from __future__ import annotations
