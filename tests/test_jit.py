@@ -506,3 +506,30 @@ def test_sf_jit_of_a_callable_object_is_not_shared_into_its_state():
     f = sf.jit(model)
     assert float(f(3.0)) == 6.0
     assert set(vars(model)) <= {"a", "_staticfield_key", "_staticfield_flat"}
+
+
+def test_a_bound_method_precompiles_its_own_call():
+    """``obj.method.precompile(x)`` (and ``sf.jit(obj.method).precompile(x)``) prepare the
+    program of ``obj.method(x)``, as ``lower``/``trace``/``eval_shape`` do: the call then
+    compiles nothing (it used to pass ``x`` as ``self`` and raise)."""
+
+    @sf.dataclass
+    class Scale:
+        w: jax.Array
+        n: int = sf.static(default=2)
+
+        @sf.jit_method
+        def apply(self, x):
+            return self.w * x * self.n
+
+    obj, x = Scale(jnp.ones(3)), jnp.arange(3.0)
+    obj.apply.precompile(x)
+    assert Scale.apply.compile_count == 1
+    with sf.no_compiles():
+        out = obj.apply(x)
+    assert np.array_equal(out, [0.0, 2.0, 4.0])
+    jitted = sf.jit(Scale(jnp.ones(3), n=3).apply)
+    jitted.precompile(x)
+    with sf.no_compiles():
+        out = jitted(x)
+    assert np.array_equal(out, [0.0, 3.0, 6.0])

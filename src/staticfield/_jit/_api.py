@@ -138,6 +138,10 @@ class BoundJit(functools.partial):
         """``jax.jit(...).eval_shape`` for ``obj.method(*args, **kwargs)``."""
         return self.func.eval_shape(*self.args, *args, **kwargs)
 
+    def precompile(self, *args: Any, **kwargs: Any) -> None:
+        """Prepare the program of ``obj.method(*args, **kwargs)`` without running it."""
+        self.func.precompile(*self.args, *args, **kwargs)
+
     def __repr__(self) -> str:
         return f"<sf.jit of bound method {self.__dict__.get('__qualname__')}: {self.func.compile_count} compile(s)>"
 

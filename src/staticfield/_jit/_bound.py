@@ -260,6 +260,10 @@ class BoundMethod(functools.partial):
         """``jax.jit(...).eval_shape`` for ``obj.method(*args, **kwargs)``."""
         return self.engine.eval_shape(self.__self__, *args, **kwargs)
 
+    def precompile(self, *args: Any, **kwargs: Any) -> None:
+        """Prepare the program of ``obj.method(*args, **kwargs)`` without running it."""
+        self.engine.precompile(self.__self__, *args, **kwargs)
+
     def __repr__(self) -> str:
         return f"<bound sf.jit_method {qualname(self.engine.fn)} of {self.__self__!r}>"
 
