@@ -144,6 +144,42 @@ def test_deps_read_loaded_without_a_trace_agrees_on_the_statics_it_read(job, tmp
     assert results == [{"total": 48.0}, {"total": 48.0}]
 
 
+LINES = '''
+import os
+import jax, numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
+import staticfield as sf
+import agree_user as user
+
+me = jax.process_index()
+mesh = jax.make_mesh((4,), ("x",))
+batch = jax.make_array_from_process_local_data(NamedSharding(mesh, P("x")), np.ones((4, 3), np.float32), (8, 3))
+scaler = user.Scaler(n=2)
+if os.environ["HOW"] == "lines":
+    if me == 0:
+        total = scaler.total(batch)
+    else:
+        total = (
+            scaler.total(batch))
+else:  # one process prepares the program ahead of time, the other compiles it on the call
+    if me == 0:
+        scaler.total.precompile(batch)
+    total = scaler.total(batch)
+done({"total": float(total), "traces": len(user.TRACES)})
+'''
+
+
+@linux
+@pytest.mark.parametrize("how", ["lines", "ahead"])
+def test_processes_that_reach_a_method_by_other_paths_run_one_program(job, how):
+    """Two processes call one method from different source lines, or one prepares it ahead
+    (precompile) and the other compiles on the call: each lowers the same program (no
+    source locations in a job of several processes), so the first collective meets instead
+    of waiting forever (jax 0.12.1's CPU collectives meet only in the very same program)."""
+    env = {k: v for k, v in job.items() if not k.startswith("STORE")}
+    assert run(LINES, dict(env, HOW=how), timeout=40) == [{"total": 48.0, "traces": 1}] * 2
+
+
 WARM = '''
 import os
 import jax, numpy as np

@@ -30,7 +30,7 @@ import jax
 from ._private import FEATURES, PRIVATE, Private
 
 JAX_VERSION: str = jax.__version__
-TESTED = "jax 0.10.2 to 0.12.0.1"  # the floor and the newest release CI runs; see docs/support.md
+TESTED = "jax 0.10.2 to 0.12.1"  # the floor and the newest release CI runs; see docs/support.md
 
 
 def _param_names(fn: Callable) -> tuple[str, ...]:

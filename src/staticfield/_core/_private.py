@@ -54,6 +54,10 @@ FEATURES = {
                           "cache holds (which compiles nothing)"),
     "host_check": ("the processes of a multi-process job do not check that they compile the "
                    "same programs (a mismatch hangs in the first collective)"),
+    "process_lowering": ("in a job of several processes, staticfield's programs keep their source "
+                         "locations, so a program loaded from the program store, compiled at another "
+                         "call site or shared with another function by its trace can wait forever in "
+                         "its first collective on XLA's CPU collectives (jax 0.12.1 and later)"),
     "fast_check": "",  # a faster construction check only: without it, isinstance does the work
     "bucket_lines": "sf.BucketError cannot name the source line of the operation that mixes rows",
     "bucket_rules": ("shape buckets refuse, as mixing rows, every primitive staticfield has no rule "
@@ -86,6 +90,9 @@ PRIVATE: tuple[Private, ...] = (
     Private("trace_context", "jax._src.config", "trace_context", None, "store"),
     Private("trace_context_names", "jax._src.config", "trace_context_names", None, "store"),
     Private("initialize_lapack", "jax._src.lax.linalg", "initialize_lapack", (), "store"),
+    # In a job of several processes, programs are lowered without source locations for this
+    # thread (see _core._lowering): JAX's setting as a context, not jax.config.update.
+    Private("locations_limit", "jax._src.config", "traceback_in_locations_limit", None, "process_lowering"),
     # A typed key's element type (key<fry>) holds its PRNG implementation, whose functions
     # the random primitives lower; a user-defined one is digested by what they compute.
     Private("prng_key_type", "jax._src.random.prng", "KeyTy", None, "store_random"),

@@ -21,6 +21,7 @@ import functools
 import threading
 from typing import Any, Callable
 
+from .._core import _lowering
 from .._core._keys import StaticArgKey
 from .._core._registry import SPECS
 from .._core._state import flat
@@ -201,6 +202,8 @@ class Misses:
         # by the store); else JAX's own miss, whose program is remembered for cache_size.
         box: list = [jitted, None]
         miss = jitted.answer if isinstance(jitted, StoredJit) else functools.partial(self._remembered, box)
+        # What it lowers is one program on every process of a job (_core._lowering).
+        miss = _lowering.alike(miss)
         # Its first run of a program prepared ahead (sf.warmup, precompile) agrees between processes.
         front = self.make_front(jitted, agreeing(self, jitted, miss, deps, base))
         if front is None:

@@ -14,7 +14,7 @@ from typing import Any, Callable
 import jax
 
 from .._core import _compat
-from .._core import _front
+from .._core import _front, _lowering
 from .._store import StoredJit
 from .._store._key import signature as call_signature
 from ._agreement import ahead
@@ -181,5 +181,5 @@ def aot(jitted: Any, what: str) -> Callable[..., Any]:
     without a program store precompiles into ``jax.jit``'s own caches)."""
     jitted = _front.unwrap(jitted)
     if what == "precompile" and not isinstance(jitted, StoredJit):
-        return lambda *dyn, **kwargs: jitted.trace(*dyn, **kwargs).lower().compile()
-    return getattr(jitted, what)  # type: ignore[no-any-return]
+        return _lowering.alike(lambda *dyn, **kwargs: jitted.trace(*dyn, **kwargs).lower().compile())
+    return _lowering.alike(getattr(jitted, what))

@@ -29,6 +29,7 @@ import logging
 import time
 from typing import Any, Callable
 
+from .._core import _lowering
 from .._core._errors import RecompileError
 from . import _digest, _entries, _executable, _hooks, _key, _misses, _saying
 
@@ -105,9 +106,14 @@ class ByTrace:
         # No tree: the program is a function of the flat arguments, which the jaxpr's avals
         # and the leaves' shardings describe; a load takes its trees from this trace.
         _, leaves, _ = sig
-        return {"format": _key.FORMAT, "trust": "trace", "jaxpr": jaxpr_digest, "options": options,
-                "context": context, "avals": [_key.describe_leaf(leaf) for leaf in leaves],
-                "environment": _key.environment()}
+        key = {"format": _key.FORMAT, "trust": "trace", "jaxpr": jaxpr_digest, "options": options,
+               "context": context, "avals": [_key.describe_leaf(leaf) for leaf in leaves],
+               "environment": _key.environment()}
+        if key["environment"]["process_count"] > 1:
+            # The program's name is in it (jit_f, jit(f)/mul): the processes of a job run the
+            # same program only if it is the same function's (see _core._lowering).
+            key["name"] = getattr(self.fn, "__name__", "fn")
+        return key
 
     def _load(self, path: str, key: dict[str, Any], in_tree: Any, out_tree: Any) -> Any:
         """Step 3: the program of the entry at ``path`` if its whole key is ``key``, else
@@ -153,7 +159,8 @@ class ByTrace:
         except RecompileError:
             self.jitted.clear_cache()  # JAX's trace of it too: the next call begins again
             raise
-        lowered = traced.lower()
+        with _lowering.settings():  # one program on every process of a job (a warm-up worker's too)
+            lowered = traced.lower()
 
         def compile_() -> Any:
             compiled = lowered.compile()

@@ -25,6 +25,7 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
+from .._core import _lowering
 from .._core._keys import StaticArgKey, StaticKey
 from . import _prng
 
@@ -57,7 +58,9 @@ def environment() -> dict[str, Any]:
         name: repr(value) for name, value in sorted(_config_values().items())
         if name not in _NOT_IN_KEY and not name.startswith(_NOT_IN_KEY_PREFIXES)
     }
+    several = {"locations": _lowering.LOCATIONS} if jax.process_count() > 1 else {}
     return {
+        **several,
         "versions": _versions(),
         "backend": jax.default_backend(),
         "platform_version": str(getattr(backend, "platform_version", "")),
