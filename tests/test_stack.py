@@ -454,11 +454,22 @@ def test_vmap_in_axes_given_as_an_instance():
     np.testing.assert_array_equal(out, [3 * i + 10 for i in range(4)])
 
 
-def test_vmap_in_axes_instance_must_share_statics():
-    """An in_axes instance with other static values does not match the argument's tree."""
+# JAX 0.12.1 matches an in_axes prefix by structure alone (node types and children), no
+# longer by each node's metadata: plain register_dataclass classes behave the same.
+IN_AXES_BY_STRUCTURE = tuple(int(p) for p in jax.__version__.split(".")[:3]) >= (0, 12, 1)
+
+
+def test_vmap_in_axes_instance_with_other_statics_follows_jax():
+    """An in_axes instance with other static values: before JAX 0.12.1 it does not match the
+    argument's tree (JAX's ValueError); from 0.12.1 JAX matches by structure alone, and the
+    function sees the argument's statics, never the in_axes instance's."""
     s = sf.stack([params(i) for i in range(4)])
-    with pytest.raises(ValueError, match="in_axes"):
-        jax.vmap(lambda p: p.w, in_axes=(Params(w=0, b=0, a=99),))(s)
+    mapped = jax.vmap(lambda p: p.w * p.a, in_axes=(Params(w=0, b=0, a=99),))
+    if not IN_AXES_BY_STRUCTURE:
+        with pytest.raises(ValueError, match="in_axes"):
+            mapped(s)
+        return
+    np.testing.assert_array_equal(mapped(s), [[2.0 * i] * 3 for i in range(4)])
 
 
 def test_vmap_in_axes_prefix_over_a_dict_field():
