@@ -22,35 +22,10 @@ from typing import Any
 import jax
 import numpy as np
 
-from ._keys import keyable
+from ._identity import leaf_key as leaf_key
 from ._registry import is_instance
 
 ARRAY_LEAVES = (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct)
-
-
-class _ById:
-    """Key part of an unhashable static leaf: the object itself, compared by identity (the
-    key holds it, so its id is never reused while the key lives)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def __hash__(self) -> int:
-        return id(self.value)
-
-    def __eq__(self, other: object) -> bool:
-        return other.__class__ is _ById and other.value is self.value  # type: ignore[attr-defined]
-
-
-def leaf_key(leaf: Any) -> Any:
-    """A non-array leaf's key: type-strict by value where hashable, else by identity."""
-    try:
-        hash(leaf)
-    except Exception:  # noqa: BLE001 - unhashable: keyed by identity
-        return _ById(leaf)
-    return keyable(leaf)
 
 
 class Split:

@@ -9,7 +9,6 @@ array-holding objects, unhashable objects).
 
 from __future__ import annotations
 
-import enum
 import functools
 import types
 import warnings
@@ -19,7 +18,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from . import _compat, _errors
+from . import _compat, _errors, _identity
 from ._frozendict import FrozenDict
 
 _NoneType = type(None)
@@ -27,12 +26,8 @@ _NoneType = type(None)
 ATOMIC = frozenset({int, float, bool, str, bytes, complex, _NoneType, type(Ellipsis)})
 
 
-_IDENTITY_EXEMPT = (
-    types.FunctionType, types.BuiltinFunctionType, types.MethodType, type, types.ModuleType,
-    enum.Enum, functools.partial,
-)
 _WARNED: set[str] = set()  # "Class.field" that got the identity-hash warning already
-_BY_INTENT = "__staticfield_identity_hashed__"  # set by identity_hashed; subclasses inherit it
+_BY_INTENT = _identity.BY_INTENT  # set by identity_hashed; subclasses inherit it
 
 
 def identity_hashed(cls: type) -> type:
@@ -189,13 +184,7 @@ def _check_opaque(value: Any, where: str, field: str) -> None:
         error = bound_method_error(value, where, field)
         if error is not None:
             raise error
-    elif (
-        type(value).__hash__ is object.__hash__
-        and hasattr(value, "__dict__")
-        and not isinstance(value, _IDENTITY_EXEMPT)
-        and not hasattr(value, "__wrapped__")  # a wrapped function: jax.jit's, functools.wraps'
-        and not getattr(type(value), _BY_INTENT, False)
-    ):
+    elif type(value).__hash__ is object.__hash__ and _identity.identity_keyed(value):
         root = where.split("[", 1)[0].split(" ", 1)[0].split("{", 1)[0]
         if root not in _WARNED:
             _WARNED.add(root)

@@ -26,9 +26,10 @@ from typing import Any, Callable
 import jax
 
 from ._args import qualname, wrong_call
-from ._auto_plan import Restore, Shape, make_shape
+from ._auto_plan import Restore, Shape, make_shape, warn_identity_keyed
 from ._programs import aot
 from ._tracker import TRACKER_SETTINGS, check_positive
+from .._core._identity import leaf_key
 from .._core._traceback import hide
 
 CHOICES = ("auto",)
@@ -64,9 +65,11 @@ class AutoJit:
             leaves, treedef = _flatten((args, kwargs))
             try:
                 shape = self._shapes[treedef, tuple(map(type, leaves))]
-                key = shape.key(leaves)
+                key = shape.key(leaves)  # the identity's cheaper spelling: see make_shape
                 if shape.floats is not None:
                     key = (key, tuple(map(float.hex, shape.floats(leaves))))
+                if shape.strict is not None:
+                    key = (key, tuple(map(leaf_key, shape.strict(leaves))))
                 front = shape.fronts[key]
             except Exception:  # noqa: BLE001 - a new shape or key, an unhashable or odd static: the miss
                 return self._miss(args, kwargs, leaves, treedef)
@@ -96,6 +99,7 @@ class AutoJit:
                 raise
             with self._lock:
                 shape = self._shapes.setdefault(found, shape)
+            warn_identity_keyed(qualname(self.__wrapped__), shape, leaves)
         return shape
 
     def _prepare(self, args: tuple, kwargs: dict) -> tuple[Shape, Any, Any]:
@@ -110,7 +114,9 @@ class AutoJit:
         if out.__class__ is Restore:
             out = out.value()
         try:  # only after a call that worked; a key that cannot be hashed keeps taking this path
-            shape.fronts.setdefault(shape.lookup(leaves), front)
+            key = shape.lookup(leaves)
+            if key is not None:
+                shape.fronts.setdefault(key, front)
         except Exception:  # noqa: BLE001
             pass
         return out
