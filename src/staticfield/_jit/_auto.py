@@ -27,6 +27,7 @@ import jax
 
 from ._args import qualname, wrong_call
 from ._auto_plan import Restore, Shape, make_shape, warn_identity_keyed
+from ._agreement import ahead
 from ._programs import aot
 from ._tracker import TRACKER_SETTINGS, check_positive
 from .._core._identity import leaf_key
@@ -123,8 +124,9 @@ class AutoJit:
 
     # ----- JAX's AOT and inspection methods -------------------------------------------------
     def _aot(self, what: str, args: tuple, kwargs: dict) -> Any:
-        _, front, dyn = self._prepare(args, kwargs)
-        out = aot(front, what)(*dyn)
+        with ahead():  # runs no program: it agrees between processes on its first run
+            _, front, dyn = self._prepare(args, kwargs)
+            out = aot(front, what)(*dyn)
         return out.value() if out.__class__ is Restore else out
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
