@@ -141,3 +141,19 @@ def test_an_equal_value_of_another_type_is_explained_as_such():
     (change,) = run.recompiles[-1].changes
     assert "equal value, another type" in str(change), str(change)
     assert change.old.startswith("100") and "int" in change.old and "numpy.int64" in change.new
+
+
+def test_leaves_any_warns_once_for_a_mutable_leaf_keyed_by_identity():
+    @sf.dataclass
+    class Solver:
+        state: object = sf.field(leaves="any")
+
+    with pytest.warns(sf.StaticFieldWarning, match=r"Solver.state: .*_Config.*keyed by identity"):
+        import jax
+
+        jax.tree_util.tree_structure(Solver(state=(jnp.ones(2), _Config(1))))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        import jax
+
+        jax.tree_util.tree_structure(Solver(state=(jnp.ones(2), _Config(2))))

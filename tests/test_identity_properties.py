@@ -119,7 +119,7 @@ def test_warmup_records_keep_the_identity(pair):
         data = pickle.dumps(_records._plain(vkey), protocol=4)
     except Exception:  # a lambda: no record is written
         return
-    assert _records._keyed(pickle.loads(data)) == vkey  # noqa: S301 - our own bytes
+    assert _records._keyed(pickle.loads(data)) == vkey
 
 
 # ----- in one process: the hit paths' fast keys, by what compiles ---------------------------

@@ -17,11 +17,14 @@ same split, never a new one made from the placeholders.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import jax
 import numpy as np
 
+from . import _errors
+from ._identity import identity_keyed
 from ._identity import leaf_key as leaf_key
 from ._registry import is_instance
 
@@ -67,16 +70,37 @@ class AnyLeaves:
         return f"AnyLeaves({self.value!r})"
 
 
-def wrap(value: Any) -> AnyLeaves:
+def wrap(value: Any, where: str = "") -> AnyLeaves:
     """The node for a value (a node already is one). A nested ``sf`` instance is a child as
-    a whole: it keeps its own static/dynamic split."""
+    a whole: it keeps its own static/dynamic split. ``where`` (``Class.field``) names the
+    field in the warning for a static leaf keyed by identity."""
     if value.__class__ is AnyLeaves:
         return value
     leaves, treedef = jax.tree_util.tree_flatten(value, is_leaf=is_instance)
     mask = tuple(isinstance(leaf, ARRAY_LEAVES) or is_instance(leaf) for leaf in leaves)
     dynamic = [leaf for leaf, m in zip(leaves, mask) if m]
     statics = tuple(leaf for leaf, m in zip(leaves, mask) if not m)
+    if where not in _WARNED:
+        _warn_identity_keyed(statics, where)
     return AnyLeaves(value, dynamic, Split(treedef, mask, statics))
+
+
+_WARNED: set[str] = set()  # "Class.field" that got the identity-key warning already
+
+
+def _warn_identity_keyed(statics: tuple, where: str) -> None:
+    """One ``sf.StaticFieldWarning`` per class and field for a static leaf keyed by identity
+    though it may change in place (a ``set``, a plain ``@dataclass``, a plain object), as a
+    static field warns: a change inside it does not recompile."""
+    for leaf in statics:
+        if identity_keyed(leaf):
+            _WARNED.add(where)
+            t = type(leaf)
+            warnings.warn(_errors.IDENTITY_LEAF.format(
+                where=where or "a leaves=\"any\" field", a_type=_errors.article(t.__qualname__), type=t.__qualname__,
+                why="unhashable" if t.__hash__ is None else "hashed by identity"),
+                _errors.StaticFieldWarning, stacklevel=4)
+            return
 
 
 def unwrap(child: Any) -> Any:

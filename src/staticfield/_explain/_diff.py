@@ -190,16 +190,10 @@ def _static_texts(old: Any, new: Any) -> tuple[str, str]:
     named = function_change(old, new)
     if named is not None:
         return named[0], named[1]
-    if difference(old, new) == "equal value, another type":
-        return (f"{_plain_text(old)} ({qualified(type(old))})", f"{_plain_text(new)} ({qualified(type(new))})")
+    if difference(old, new) == "equal value, another type":  # np.int64(100) written 100 (numpy.int64)
+        return tuple(f"{short(v.item() if isinstance(v, np.generic) else v)} ({qualified(type(v))})"
+                     for v in (old, new))  # type: ignore[return-value]
     return short(old), short(new)
-
-
-def _plain_text(value: Any) -> str:
-    """A number's value without its type's wrapper (``np.int64(100)`` → ``100``)."""
-    if isinstance(value, np.generic) and value.ndim == 0:
-        return short(value.item())
-    return short(value)
 
 
 def retrace_note() -> str:

@@ -21,16 +21,18 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
+import warnings
 from typing import Any, Callable
 
 import jax
 
 from ._args import qualname, wrong_call
-from ._auto_plan import Restore, Shape, make_shape, warn_identity_keyed
+from ._auto_plan import Restore, Shape, make_shape
 from ._agreement import ahead
 from ._programs import aot
 from ._tracker import TRACKER_SETTINGS, check_positive
-from .._core._identity import leaf_key
+from .._core._errors import IDENTITY_ARGUMENT, StaticFieldWarning, article
+from .._core._identity import identity_keyed, leaf_key
 from .._core._traceback import hide
 
 CHOICES = ("auto",)
@@ -171,6 +173,29 @@ class AutoJit:
 
     def __repr__(self) -> str:
         return f"<sf.jit(static='auto') {qualname(self.__wrapped__)}: {self._engine.compile_count} compile(s)>"
+
+
+# ----- identity-keyed statics ------------------------------------------------------------
+_WARNED: set[tuple[str, str]] = set()  # (function, path) that got the identity-key warning
+
+
+def warn_identity_keyed(function: str, shape: Shape, leaves: list) -> None:
+    """One ``sf.StaticFieldWarning`` per function and argument path for a static leaf keyed
+    by identity though it may change in place (a ``set``, a plain ``@dataclass``, a plain
+    object), as a static field warns: a change inside it reuses the old program."""
+    for src, m, path in zip(shape.sources, shape.mask, shape.paths):
+        if not m:
+            continue
+        value = leaves[src] if src.__class__ is int else src.value
+        if not identity_keyed(value) or (function, path) in _WARNED:
+            continue
+        _WARNED.add((function, path))
+        t = type(value)
+        why = "unhashable" if t.__hash__ is None else "hashed by identity"
+        warnings.warn(IDENTITY_ARGUMENT.format(function=function, path=path, why=why, type=t.__qualname__,
+                                               a_type=article(t.__qualname__)),
+                      StaticFieldWarning, stacklevel=5)
+
 
 
 def _binds(sig: inspect.Signature, args: tuple, kwargs: dict) -> bool:

@@ -29,14 +29,12 @@ from __future__ import annotations
 
 import inspect
 import operator
-import warnings
 from typing import Any, Callable
 
 import jax
 
 from .._core._anyleaves import ARRAY_LEAVES, AnyLeaves, leaf_key
-from .._core._errors import IDENTITY_ARGUMENT, StaticFieldWarning, article
-from .._core._identity import exact_eq, identity_keyed
+from .._core._identity import exact_eq
 from .._core._compat import Tracer
 from .._core._registry import SPECS, is_instance
 from .._explain import _describe
@@ -208,28 +206,6 @@ def partition_out(out: Any) -> Any:
         return out
     return Restore(_Out(treedef, mask, tuple(leaf for leaf, m in zip(leaves, mask) if not m)),
                    [leaf for leaf, m in zip(leaves, mask) if m])
-
-
-# ----- identity-keyed statics ------------------------------------------------------------
-_WARNED: set[tuple[str, str]] = set()  # (function, path) that got the identity-key warning
-
-
-def warn_identity_keyed(function: str, shape: Shape, leaves: list) -> None:
-    """One ``sf.StaticFieldWarning`` per function and argument path for a static leaf keyed
-    by identity though it may change in place (a ``set``, a plain ``@dataclass``, a plain
-    object), as a static field warns: a change inside it reuses the old program."""
-    for src, m, path in zip(shape.sources, shape.mask, shape.paths):
-        if not m:
-            continue
-        value = leaves[src] if src.__class__ is int else src.value
-        if not identity_keyed(value) or (function, path) in _WARNED:
-            continue
-        _WARNED.add((function, path))
-        t = type(value)
-        why = "unhashable" if t.__hash__ is None else "hashed by identity"
-        warnings.warn(IDENTITY_ARGUMENT.format(function=function, path=path, why=why, type=t.__qualname__,
-                                               a_type=article(t.__qualname__)),
-                      StaticFieldWarning, stacklevel=5)
 
 
 # ----- one call shape ----------------------------------------------------------------------
