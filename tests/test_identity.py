@@ -157,3 +157,14 @@ def test_leaves_any_warns_once_for_a_mutable_leaf_keyed_by_identity():
         import jax
 
         jax.tree_util.tree_structure(Solver(state=(jnp.ones(2), _Config(2))))
+
+
+def test_a_function_closing_over_a_jax_array_is_refused_as_a_static():
+    w = jnp.ones(2)
+
+    def scale(x):
+        return x * w
+
+    with pytest.raises(TypeError, match=r"_Params.max_steps<closure .*scale>: a jax.Array cannot be a static"):
+        _Params(scale)
+    _Params(lambda x: x * np.ones(2))  # a NumPy array in a closure is a value: accepted

@@ -180,6 +180,16 @@ def _check_opaque(value: Any, where: str, field: str) -> None:
         _check_no_arrays(value, where, field)
     elif isinstance(value, functools.partial):
         _check_no_arrays((value.func, value.args, dict(value.keywords)), f"{where}<partial>", field)
+    elif isinstance(value, types.FunctionType) and value.__closure__:
+        # A closure cell is part of the function's identity: a jax.Array or a tracer there
+        # is refused as one in the field is (a tracer would leak; an array is not a value).
+        for cell in value.__closure__:
+            try:
+                contents = cell.cell_contents
+            except ValueError:  # an empty cell (a name assigned after the def)
+                continue
+            if isinstance(contents, (jax.Array, _compat.Tracer)):
+                _refuse_array(contents, f"{where}<closure {value.__qualname__}>", field)
     elif isinstance(value, types.MethodType):
         error = bound_method_error(value, where, field)
         if error is not None:
