@@ -168,3 +168,31 @@ def test_a_function_closing_over_a_jax_array_is_refused_as_a_static():
     with pytest.raises(TypeError, match=r"_Params.max_steps<closure .*scale>: a jax.Array cannot be a static"):
         _Params(scale)
     _Params(lambda x: x * np.ones(2))  # a NumPy array in a closure is a value: accepted
+
+
+# ----- a user type with its own __eq__, across processes ----------------------------------
+class _Opts:
+    def __init__(self, n):
+        self.n = n
+
+    def __eq__(self, other):
+        return type(other) is _Opts and other.n == self.n
+
+    def __hash__(self):
+        return hash(self.n)
+
+
+class _Described(_Opts):
+    def __sf_identity__(self):
+        return ("n", self.n)
+
+
+def test_a_type_with_its_own_eq_is_written_across_processes_by_sf_identity():
+    from staticfield import _agree
+
+    def digest(v):
+        return _agree.digest("f", {"self.v": ("static", v)})
+
+    assert digest(_Described(1)) == digest(_Described(1)) != digest(_Described(True))
+    with pytest.warns(sf.StaticFieldWarning, match="_Opts: a static value of this type has no identity across"):
+        assert digest(_Opts(1)) == digest(_Opts(2))  # its type only, said once
