@@ -196,3 +196,18 @@ def test_a_type_with_its_own_eq_is_written_across_processes_by_sf_identity():
     assert digest(_Described(1)) == digest(_Described(1)) != digest(_Described(True))
     with pytest.warns(sf.StaticFieldWarning, match="_Opts: a static value of this type has no identity across"):
         assert digest(_Opts(1)) == digest(_Opts(2))  # its type only, said once
+
+
+def test_shardings_and_dtypes_have_cross_process_forms():
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from staticfield._core import _portable
+
+    mesh = jax.make_mesh((1,), ("x",))
+    for value in (P("x", None), mesh, NamedSharding(mesh, P("x")), np.dtype("float32"), jnp.bfloat16):
+        written = _portable.write(value)
+        assert not written.partial and " at 0x" not in written.text, written.text
+    assert _portable.digest(P("x", None)) != _portable.digest(P(None, "x"))
+    assert _portable.digest(np.dtype("float32")) != _portable.digest(np.dtype("float16"))

@@ -209,7 +209,8 @@ class _Writer:
             return self.nested(v, "PartitionSpec", [], list(v))
         if name == "Mesh":
             ids = np.vectorize(lambda d: d.id)(v.devices).tolist() if v.devices.size else []
-            return f"Mesh({self.value(tuple(v.axis_names))},{v.devices.shape},{ids})"
+            types_ = self.value(tuple(getattr(v, "axis_types", None) or ()))  # Auto, Explicit, ...
+            return f"Mesh({self.value(tuple(v.axis_names))},{v.devices.shape},{ids},{types_})"
         if name == "NamedSharding":
             return f"NamedSharding({self.value(v.mesh)},{self.value(v.spec)})"
         if name in ("Jaxpr", "ClosedJaxpr"):
