@@ -310,7 +310,8 @@ def test_equal_static_of_another_type_has_a_hint():
     f(1.0, n=np.int64(2))
     f(1.0, n=2)
     (change,) = f.recompiles[0].changes
-    assert (change.path, change.kind, change.new) == ("n", "static_arg", "2")
+    assert (change.path, change.kind, change.old, change.new) == ("n", "static_arg", "2 (numpy.int64)", "2 (int)")
+    assert "equal value, another type" in change.hint
     assert "numpy.int64 → int" in change.hint and "int(n)" in change.hint
 
 

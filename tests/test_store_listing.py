@@ -46,16 +46,20 @@ def test_bucket_programs_list_one_line_each_with_their_bucket(store, capsys):
 
 def test_each_program_says_how_it_is_found(store, capsys):
     """A program written with trust="source" is found by its trace and by its source
-    ("both"); one whose closure cannot be written by value only by its trace."""
+    ("both"); one whose closure holds a value with no identity across processes (an
+    object hashed by identity) only by its trace."""
     @sf.jit
     def plain(x):
         return x + 1
 
-    unwritable = lambda v: v * 2  # noqa: E731 - a closure value pickle cannot write
+    class Scale:
+        factor = 2
+
+    unwritable = Scale()  # hashed by identity: no identity across processes
 
     @sf.jit
     def closes_over(x):
-        return unwritable(x)
+        return x * unwritable.factor
 
     plain(jnp.ones(2))
     with pytest.warns(sf.StaticFieldWarning, match="cannot find its programs without tracing"):

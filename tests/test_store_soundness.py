@@ -396,9 +396,40 @@ def test_a_frozenset_static_loads_whatever_the_hash_seed(tmp_path):
         report([np.asarray(out).tolist(), len(TRACES)], pick)
     ''')
     _run(tmp_path, "import user\n", env={"PYTHONHASHSEED": "1"}, trust="source")
+    same = _run(tmp_path, "import user\n", env={"PYTHONHASHSEED": "1"}, trust="source", check=False)
+    assert (same["out"], same["compiles"], same["loads"]) == ([[6.0, 6.0], 0], 0, 1)  # no trace
     for seed in ("2", "3"):
+        # Another seed iterates the set in another order: another static value for the
+        # source key (a trace may depend on the order), so it traces, and the trace's
+        # digest finds the stored program.
         again = _run(tmp_path, "import user\n", env={"PYTHONHASHSEED": seed}, trust="source", check=False)
-        assert (again["out"], again["compiles"], again["loads"]) == ([[6.0, 6.0], 0], 0, 1)  # no trace
+        assert (again["out"], again["compiles"], again["loads"]) == ([[6.0, 6.0], 1], 0, 1)
+
+
+def test_a_set_static_of_another_hash_seed_order_never_loads_the_other_order(tmp_path):
+    """A method whose result follows the order its set static iterates in: each seed's run
+    returns what that seed's run without a store returns, never the storing seed's order."""
+    _write(tmp_path, report=REPORT, user='''
+        import jax.numpy as jnp, numpy as np
+        import staticfield as sf
+        from report import report
+
+        @sf.dataclass
+        class Names:
+            names: frozenset = sf.static()
+
+            @sf.jit_method
+            def order(self, x):
+                return x * jnp.array([int(n[1:]) for n in self.names])
+
+        names = Names(names=frozenset(f"n{i}" for i in range(8)))
+        report(np.asarray(names.order(jnp.ones(()))).tolist(), Names.order)
+    ''')
+    _run(tmp_path, "import user\n", env={"PYTHONHASHSEED": "1"}, trust="source")
+    for seed in ("2", "3", "4"):
+        plain = _run(tmp_path, "import user\n", env={"PYTHONHASHSEED": seed}, store=False)
+        again = _run(tmp_path, "import user\n", env={"PYTHONHASHSEED": seed}, trust="source", check=False)
+        assert again["out"] == plain["out"], seed
 
 
 # ----- devices ------------------------------------------------------------------------------

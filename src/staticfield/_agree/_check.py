@@ -25,7 +25,7 @@ from typing import Any
 
 import jax
 
-from .._core import _compat
+from .._core import _compat, _portable
 from .._core._errors import HostMismatchError
 from . import _order
 
@@ -105,12 +105,39 @@ def digest(function: str, description: dict[str, tuple]) -> str:
     return _digest(function, _entries(description))
 
 
-def _entries(description: dict[str, tuple]) -> dict[str, str]:
-    return {path: _text(entry) for path, entry in description.items()}
+def _identity(entry: tuple, text: str) -> str:
+    """What an entry is compared by between processes: a static value by the cross-process
+    form of its one identity (``_core._portable``: a function by its module, name and code,
+    an array by its bytes, never an address or a truncated ``repr``; a set's items sorted, so
+    that processes with other ``PYTHONHASHSEED``s agree), anything else by its text (avals,
+    shardings and classes carry no address)."""
+    if entry[0] in ("static", "static_arg"):
+        return _portable.digest(entry[1], set_order=False)[:24]
+    return text
 
 
-def _digest(function: str, entries: dict[str, str]) -> str:
-    return hashlib.sha256(json.dumps([function, sorted(entries.items())]).encode()).hexdigest()[:24]
+def _entries(description: dict[str, tuple]) -> dict[str, list[str]]:
+    """Each path's ``[text, identity]``: the text for messages, the identity compared."""
+    out = {}
+    for path, entry in description.items():
+        text = _text(entry)
+        out[path] = [text, _identity(entry, text)]
+    return out
+
+
+def _digest(function: str, entries: dict[str, list[str]]) -> str:
+    ids = sorted((path, entry[1]) for path, entry in entries.items())
+    return hashlib.sha256(json.dumps([function, ids]).encode()).hexdigest()[:24]
+
+
+def _shown(entry: Any, other: Any = None) -> str:
+    """An entry's text in a message; with its identity when ``other``'s text is the same
+    (two arrays whose ``repr`` elides the elements that differ)."""
+    if not isinstance(entry, list):
+        return "(absent)"
+    if isinstance(other, list) and other[0] == entry[0] and other[1] != entry[1]:
+        return f"{entry[0]} (identity {entry[1][:12]})"
+    return entry[0]
 
 
 def agree(function: str, description: dict[str, tuple] | None) -> None:
@@ -135,7 +162,7 @@ def agree(function: str, description: dict[str, tuple] | None) -> None:
     _order.agreed(function, mine)
 
 
-def _wait(client: Any, function: str, entries: dict[str, str], mine: str, k: int) -> None:
+def _wait(client: Any, function: str, entries: dict[str, list], mine: str, k: int) -> None:
     """Publish ``mine`` as this process's program ``k`` of ``function``, then read every
     other process's; raise on a certain difference or a missing process."""
     where = f"{_PREFIX}/{hashlib.sha256(function.encode()).hexdigest()[:24]}"
@@ -202,25 +229,35 @@ def _nth(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def _grouped(mine: dict[str, str], me: int, others: dict[int, dict[str, str]]) -> str:
+def _same(a: Any, b: Any) -> bool:
+    """Whether two published entries are the same (by identity; ``None``: absent)."""
+    if not isinstance(a, list) or not isinstance(b, list):
+        return a is None and b is None
+    return bool(a[1] == b[1])
+
+
+def _grouped(mine: dict[str, list], me: int, others: dict[int, dict[str, list]]) -> str:
     """Each differing path: this process's value, then each other value with its processes
     (``self.n: 3 on process 3, 2 on processes 0, 1, 2``)."""
     lines = []
     for path in sorted(set(mine).union(*others.values())):
         values: dict[str, list[int]] = {}
+        texts: dict[str, Any] = {}
         for process, theirs in sorted(others.items()):
-            value = theirs.get(path, "(absent)")
-            if value != mine.get(path, "(absent)"):
-                values.setdefault(value, []).append(process)
+            value = theirs.get(path)
+            if not _same(value, mine.get(path)):
+                ident = value[1] if isinstance(value, list) else ""
+                values.setdefault(ident, []).append(process)
+                texts[ident] = value
         if values:
-            shown = [f"{mine.get(path, '(absent)')} on process {me}"] + [
-                f"{value} on process{'es' if len(ps) > 1 else ''} {', '.join(map(str, ps))}"
-                for value, ps in values.items()]
+            shown = [f"{_shown(mine.get(path), next(iter(texts.values())))} on process {me}"] + [
+                f"{_shown(texts[ident], mine.get(path))} on process{'es' if len(ps) > 1 else ''} "
+                f"{', '.join(map(str, ps))}" for ident, ps in values.items()]
             lines.append(f"{path}: {', '.join(shown)}")
     return "; ".join(lines) or "nothing this process can see (their avals' details)"
 
 
-def _difference(published: dict[tuple[int, int], dict], mine: dict[str, str], me: int, missing: list[int]) -> str:
+def _difference(published: dict[tuple[int, int], dict], mine: dict[str, list], me: int, missing: list[int]) -> str:
     """What differs from each missing process's latest program of the function, by path."""
     latest: dict[int, tuple[int, dict]] = {}
     for (index, process), data in published.items():
@@ -233,7 +270,7 @@ def _difference(published: dict[tuple[int, int], dict], mine: dict[str, str], me
             continue
         other = latest[process][1].get("entries", {})
         for path in sorted(set(mine) | set(other)):
-            a, b = mine.get(path, "(absent)"), other.get(path, "(absent)")
-            if a != b:
-                lines.append(f"{path}: {a} on process {me}, {b} on process {process}")
+            a, b = mine.get(path), other.get(path)
+            if not _same(a, b):
+                lines.append(f"{path}: {_shown(a, b)} on process {me}, {_shown(b, a)} on process {process}")
     return ("It differs in: " + "; ".join(lines) + ". ") if lines else ""

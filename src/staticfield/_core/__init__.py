@@ -6,7 +6,8 @@ once at decoration (``_spec``); which classes are decorated, and their registrat
 JAX (``_registry``: ``SPECS``, the hit paths' one-lookup test); the generated
 ``__init__``, flatten and unflatten (``_codegen``, through the one code-generation helper
 ``_gen``); construction checks and freezing of static values (``_checks``, ``_freeze``,
-``FrozenDict``); the type-strict static keys (``_keys``); abstract methods,
+``FrozenDict``); the one identity of static values (``_identity``, written for another
+process by ``_portable``) and the type-strict static keys made of it (``_keys``); abstract methods,
 ``AbstractVar`` and ``AbstractClassVar`` (``_abstract``); ``leaves="any"`` fields' split
 of array and other leaves (``_anyleaves``); per-instance state, with one table of who
 writes what (``_state``: the table, construction and the flatten cache; ``_sealed``:

@@ -17,40 +17,18 @@ same split, never a new one made from the placeholders.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import jax
 import numpy as np
 
-from ._keys import keyable
+from . import _errors
+from ._identity import identity_keyed
+from ._identity import leaf_key as leaf_key
 from ._registry import is_instance
 
 ARRAY_LEAVES = (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct)
-
-
-class _ById:
-    """Key part of an unhashable static leaf: the object itself, compared by identity (the
-    key holds it, so its id is never reused while the key lives)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def __hash__(self) -> int:
-        return id(self.value)
-
-    def __eq__(self, other: object) -> bool:
-        return other.__class__ is _ById and other.value is self.value  # type: ignore[attr-defined]
-
-
-def leaf_key(leaf: Any) -> Any:
-    """A non-array leaf's key: type-strict by value where hashable, else by identity."""
-    try:
-        hash(leaf)
-    except Exception:  # noqa: BLE001 - unhashable: keyed by identity
-        return _ById(leaf)
-    return keyable(leaf)
 
 
 class Split:
@@ -92,16 +70,37 @@ class AnyLeaves:
         return f"AnyLeaves({self.value!r})"
 
 
-def wrap(value: Any) -> AnyLeaves:
+def wrap(value: Any, where: str = "") -> AnyLeaves:
     """The node for a value (a node already is one). A nested ``sf`` instance is a child as
-    a whole: it keeps its own static/dynamic split."""
+    a whole: it keeps its own static/dynamic split. ``where`` (``Class.field``) names the
+    field in the warning for a static leaf keyed by identity."""
     if value.__class__ is AnyLeaves:
         return value
     leaves, treedef = jax.tree_util.tree_flatten(value, is_leaf=is_instance)
     mask = tuple(isinstance(leaf, ARRAY_LEAVES) or is_instance(leaf) for leaf in leaves)
     dynamic = [leaf for leaf, m in zip(leaves, mask) if m]
     statics = tuple(leaf for leaf, m in zip(leaves, mask) if not m)
+    if where not in _WARNED:
+        _warn_identity_keyed(statics, where)
     return AnyLeaves(value, dynamic, Split(treedef, mask, statics))
+
+
+_WARNED: set[str] = set()  # "Class.field" that got the identity-key warning already
+
+
+def _warn_identity_keyed(statics: tuple, where: str) -> None:
+    """One ``sf.StaticFieldWarning`` per class and field for a static leaf keyed by identity
+    though it may change in place (a ``set``, a plain ``@dataclass``, a plain object), as a
+    static field warns: a change inside it does not recompile."""
+    for leaf in statics:
+        if identity_keyed(leaf):
+            _WARNED.add(where)
+            t = type(leaf)
+            warnings.warn(_errors.IDENTITY_LEAF.format(
+                where=where or "a leaves=\"any\" field", a_type=_errors.article(t.__qualname__), type=t.__qualname__,
+                why="unhashable" if t.__hash__ is None else "hashed by identity"),
+                _errors.StaticFieldWarning, stacklevel=4)
+            return
 
 
 def unwrap(child: Any) -> Any:

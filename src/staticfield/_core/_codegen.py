@@ -151,7 +151,7 @@ def _make_key_lines(spec: Spec) -> list[str]:
 def _child(spec: Spec, name: str, expr: str) -> str:
     """What flatten gives JAX for field ``name`` whose value is ``expr``: the value, or for a
     leaves="any" field its node (see _anyleaves)."""
-    return f"__sf_wrap({expr})" if name in spec.any_set else expr
+    return f"__sf_wrap({expr}, {spec.cls.__qualname__ + '.' + name!r})" if name in spec.any_set else expr
 
 
 def _pytree_lines(spec: Spec) -> list[str]:

@@ -83,6 +83,20 @@ IDENTITY_STATIC = (
     "settings instead of the object in `{field}`."
 )
 
+IDENTITY_ARGUMENT = (
+    "{function}: `{path}` is {a_type}, which static=\"auto\" keys by identity (it is "
+    "{why}), so changes made inside it in place do not recompile: the old program runs. "
+    "Pass a new object after each change, give {type} value-based __eq__ and __hash__ (a frozen "
+    "dataclass, an @sf.dataclass, a tuple or frozenset), or pass its settings instead."
+)
+
+IDENTITY_LEAF = (
+    "{where}: a leaf of this leaves=\"any\" field is {a_type}, which is keyed by identity (it is "
+    "{why}), so changes made inside it in place do not recompile: the old program runs. Give "
+    "{type} value-based __eq__ and __hash__ (a frozen dataclass, an @sf.dataclass, a tuple or "
+    "frozenset), or build a new one after each change."
+)
+
 RECURSIVE_STATIC = (
     "{where}: the static value refers to itself or is nested too deeply to be frozen into "
     "a cache key. Pass a value without cycles in `{field}`, or make it a dynamic field."

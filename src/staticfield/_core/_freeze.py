@@ -9,7 +9,6 @@ array-holding objects, unhashable objects).
 
 from __future__ import annotations
 
-import enum
 import functools
 import types
 import warnings
@@ -19,7 +18,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from . import _compat, _errors
+from . import _compat, _errors, _identity
 from ._frozendict import FrozenDict
 
 _NoneType = type(None)
@@ -27,12 +26,8 @@ _NoneType = type(None)
 ATOMIC = frozenset({int, float, bool, str, bytes, complex, _NoneType, type(Ellipsis)})
 
 
-_IDENTITY_EXEMPT = (
-    types.FunctionType, types.BuiltinFunctionType, types.MethodType, type, types.ModuleType,
-    enum.Enum, functools.partial,
-)
 _WARNED: set[str] = set()  # "Class.field" that got the identity-hash warning already
-_BY_INTENT = "__staticfield_identity_hashed__"  # set by identity_hashed; subclasses inherit it
+_BY_INTENT = _identity.BY_INTENT  # set by identity_hashed; subclasses inherit it
 
 
 def identity_hashed(cls: type) -> type:
@@ -185,17 +180,21 @@ def _check_opaque(value: Any, where: str, field: str) -> None:
         _check_no_arrays(value, where, field)
     elif isinstance(value, functools.partial):
         _check_no_arrays((value.func, value.args, dict(value.keywords)), f"{where}<partial>", field)
+    elif isinstance(value, types.FunctionType) and value.__closure__:
+        # A closure cell is part of the function's identity: a jax.Array or a tracer there
+        # is refused as one in the field is (a tracer would leak; an array is not a value).
+        for cell in value.__closure__:
+            try:
+                contents = cell.cell_contents
+            except ValueError:  # an empty cell (a name assigned after the def)
+                continue
+            if isinstance(contents, (jax.Array, _compat.Tracer)):
+                _refuse_array(contents, f"{where}<closure {value.__qualname__}>", field)
     elif isinstance(value, types.MethodType):
         error = bound_method_error(value, where, field)
         if error is not None:
             raise error
-    elif (
-        type(value).__hash__ is object.__hash__
-        and hasattr(value, "__dict__")
-        and not isinstance(value, _IDENTITY_EXEMPT)
-        and not hasattr(value, "__wrapped__")  # a wrapped function: jax.jit's, functools.wraps'
-        and not getattr(type(value), _BY_INTENT, False)
-    ):
+    elif type(value).__hash__ is object.__hash__ and _identity.identity_keyed(value):
         root = where.split("[", 1)[0].split(" ", 1)[0].split("{", 1)[0]
         if root not in _WARNED:
             _WARNED.add(root)

@@ -1,4 +1,5 @@
-"""Type-strict, never-raising cache keys for static values.
+"""Type-strict, never-raising cache keys for static values, made of the one identity
+(``_identity.key``).
 
 ``StaticKey`` is the aux_data of every instance. Its equality is type-strict and
 never raises: ``1``, ``1.0``, ``True`` and ``np.int32(1)`` are four keys, and a
@@ -8,107 +9,16 @@ user's ``__eq__`` is only called against a value of the same type, inside a
 
 from __future__ import annotations
 
-import math
 import threading
 import weakref
 from typing import Any
 
 import jax
-import numpy as np
 
-from ._frozendict import FrozenDict
+from ._identity import key
 
-_NUMBERS = frozenset({int, float, bool, complex})
-_ATOMIC_KEYS = frozenset({str, bytes, type(None), type(Ellipsis)})
-_NAN = float("nan")
-_NEG_ZERO = "-0.0"  # stands in for -0.0, which == 0.0
-
-
-class _ArrayKey:
-    """Key part for a static NumPy array: compared by (shape, dtype, bytes)."""
-
-    __slots__ = ("shape", "dtype", "data", "_hash")
-
-    def __init__(self, a: np.ndarray) -> None:
-        self.shape = a.shape
-        self.dtype = a.dtype.str
-        self.data = np.ascontiguousarray(a).tobytes()
-        self._hash = hash((self.shape, self.dtype, self.data))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            other.__class__ is _ArrayKey
-            and self._hash == other._hash  # type: ignore[attr-defined]
-            and self.shape == other.shape  # type: ignore[attr-defined]
-            and self.dtype == other.dtype  # type: ignore[attr-defined]
-            and self.data == other.data  # type: ignore[attr-defined]
-        )
-
-
-class _SafeEq:
-    """Key part for an arbitrary hashable object: equal only to the same type, never raises."""
-
-    __slots__ = ("value", "_hash")
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-        self._hash = hash((value.__class__, value))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not _SafeEq:
-            return False
-        a, b = self.value, other.value  # type: ignore[attr-defined]
-        if a is b:
-            return True
-        if a.__class__ is not b.__class__ or self._hash != other._hash:  # type: ignore[attr-defined]
-            return False
-        try:
-            return bool(a == b)
-        except Exception:
-            return False
-
-
-def _float_key(x: float) -> Any:
-    """All NaNs are one key; ``-0.0`` differs from ``0.0`` (``1/x`` tells them apart)."""
-    if x != x:
-        return _NAN
-    if x == 0.0 and math.copysign(1.0, x) < 0.0:
-        return _NEG_ZERO
-    return x
-
-
-def keyable(value: Any) -> Any:
-    """A type-strict, safely comparable stand-in for a frozen static value."""
-    t = value.__class__
-    if t in _NUMBERS:
-        if t is float:
-            return (t, _float_key(value))
-        if t is complex:
-            return (t, _float_key(value.real), _float_key(value.imag))
-        return (t, value)
-    if t in _ATOMIC_KEYS or isinstance(value, type):
-        return value
-    if isinstance(value, np.ndarray):
-        return _ArrayKey(value)
-    if isinstance(value, np.generic):
-        return (t, value.tobytes())
-    if isinstance(value, tuple):
-        return (t, tuple(keyable(v) for v in value))
-    # Iteration order is part of a static value: a trace that iterates {"a": 1, "b": 2} and one
-    # that iterates {"b": 2, "a": 1} compute in different orders, so they never share a key.
-    if isinstance(value, frozenset):
-        return (frozenset, tuple(keyable(v) for v in value))
-    if isinstance(value, FrozenDict):
-        return (FrozenDict, tuple((keyable(k), keyable(v)) for k, v in value._d.items()))
-    if isinstance(value, (int, float, complex)):  # subclasses, e.g. IntEnum
-        return (t, value)
-    return _SafeEq(value)
+# The in-process identity of a static value is ``_identity.key``: every key here is made of it.
+keyable = key
 
 
 class StaticKey:

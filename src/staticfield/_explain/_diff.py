@@ -12,9 +12,12 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from ._describe import PASSING as _PASSING
 from ._names import NEW_CLOSURE, class_names, function_change, qualified, types_apart
 from .._core._display import short_dtype
+from .._core._identity import difference
 from .._core._keys import keyable
 
 KINDS = ("static", "shape", "dtype", "weak_type", "structure", "sharding", "static_arg", "context", "bucket")
@@ -40,13 +43,13 @@ _HINT_PASSING = (
     "same way every time"
 )
 _HINT_TYPE = (
-    "equal values of different types ({old} → {new}) are different static keys, on "
+    "equal value, another type: equal values of different types ({old} → {new}) are different static keys, on "
     "purpose (they can trace differently); convert before the call, e.g. {conv}({name})"
 )
 
 _HINT_FUNCTION = NEW_CLOSURE
 _HINT_ORDER = (
-    "the same items in another order: iteration order is part of a static value (a trace "
+    "same elements, another order (the same items in another order): iteration order is part of a static value (a trace "
     "that iterates it computes in that order), so each order compiles once; build it in one "
     "order, e.g. sorted"
 )
@@ -182,9 +185,15 @@ def _equal(a: Any, b: Any) -> bool:
 
 def _static_texts(old: Any, new: Any) -> tuple[str, str]:
     """A static's old and new text: a function by its name (``max_norm``, ``an earlier
-    function object``), anything else by its short repr."""
+    function object``), an equal value of another type with its type (``100 (int)`` →
+    ``100 (numpy.int64)``), anything else by its short repr."""
     named = function_change(old, new)
-    return (named[0], named[1]) if named is not None else (short(old), short(new))
+    if named is not None:
+        return named[0], named[1]
+    if difference(old, new) == "equal value, another type":  # np.int64(100) written 100 (numpy.int64)
+        return tuple(f"{short(v.item() if isinstance(v, np.generic) else v)} ({qualified(type(v))})"
+                     for v in (old, new))  # type: ignore[return-value]
+    return short(old), short(new)
 
 
 def retrace_note() -> str:
@@ -304,10 +313,12 @@ def _drop_redundant(changes: list[Change]) -> list[Change]:
     ]
 
 
-def _distance(old: dict[str, tuple], new: dict[str, tuple]) -> int:
+def _distance(old: dict[str, tuple], new: dict[str, tuple]) -> float:
     """How many things differ: one per differing static/structure entry, and one per
-    differing aspect (shape, dtype, weak type, sharding) of each leaf."""
-    d = 0
+    differing aspect (shape, dtype, weak type, sharding) of each leaf; a static that is
+    ``==`` to the earlier one but not the same identity (another type, another order)
+    counts half, so the earlier compile it is closest to is the one it explains against."""
+    d = 0.0
     for path, entry in new.items():
         prev = old.get(path)
         if prev is None or prev[0] != entry[0]:
@@ -315,7 +326,8 @@ def _distance(old: dict[str, tuple], new: dict[str, tuple]) -> int:
         elif entry[0] == "leaf":
             d += sum(a != b for a, b in zip(prev[1:], entry[1:]))
         elif entry[0] in ("static", "static_arg"):
-            d += not _same_static(prev[1], entry[1])
+            if not _same_static(prev[1], entry[1]):
+                d += 0.5 if difference(prev[1], entry[1]) else 1
         else:
             d += prev[1] != entry[1]
     return d + sum(path not in new for path in old)

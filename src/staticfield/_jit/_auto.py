@@ -21,14 +21,18 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
+import warnings
 from typing import Any, Callable
 
 import jax
 
 from ._args import qualname, wrong_call
 from ._auto_plan import Restore, Shape, make_shape
+from ._agreement import ahead
 from ._programs import aot
 from ._tracker import TRACKER_SETTINGS, check_positive
+from .._core._errors import IDENTITY_ARGUMENT, StaticFieldWarning, article
+from .._core._identity import identity_keyed, leaf_key
 from .._core._traceback import hide
 
 CHOICES = ("auto",)
@@ -64,9 +68,11 @@ class AutoJit:
             leaves, treedef = _flatten((args, kwargs))
             try:
                 shape = self._shapes[treedef, tuple(map(type, leaves))]
-                key = shape.key(leaves)
+                key = shape.key(leaves)  # the identity's cheaper spelling: see make_shape
                 if shape.floats is not None:
                     key = (key, tuple(map(float.hex, shape.floats(leaves))))
+                if shape.strict is not None:
+                    key = (key, tuple(map(leaf_key, shape.strict(leaves))))
                 front = shape.fronts[key]
             except Exception:  # noqa: BLE001 - a new shape or key, an unhashable or odd static: the miss
                 return self._miss(args, kwargs, leaves, treedef)
@@ -96,6 +102,7 @@ class AutoJit:
                 raise
             with self._lock:
                 shape = self._shapes.setdefault(found, shape)
+            warn_identity_keyed(qualname(self.__wrapped__), shape, leaves)
         return shape
 
     def _prepare(self, args: tuple, kwargs: dict) -> tuple[Shape, Any, Any]:
@@ -110,15 +117,18 @@ class AutoJit:
         if out.__class__ is Restore:
             out = out.value()
         try:  # only after a call that worked; a key that cannot be hashed keeps taking this path
-            shape.fronts.setdefault(shape.lookup(leaves), front)
+            key = shape.lookup(leaves)
+            if key is not None:
+                shape.fronts.setdefault(key, front)
         except Exception:  # noqa: BLE001
             pass
         return out
 
     # ----- JAX's AOT and inspection methods -------------------------------------------------
     def _aot(self, what: str, args: tuple, kwargs: dict) -> Any:
-        _, front, dyn = self._prepare(args, kwargs)
-        out = aot(front, what)(*dyn)
+        with ahead():  # runs no program: it agrees between processes on its first run
+            _, front, dyn = self._prepare(args, kwargs)
+            out = aot(front, what)(*dyn)
         return out.value() if out.__class__ is Restore else out
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
@@ -163,6 +173,29 @@ class AutoJit:
 
     def __repr__(self) -> str:
         return f"<sf.jit(static='auto') {qualname(self.__wrapped__)}: {self._engine.compile_count} compile(s)>"
+
+
+# ----- identity-keyed statics ------------------------------------------------------------
+_WARNED: set[tuple[str, str]] = set()  # (function, path) that got the identity-key warning
+
+
+def warn_identity_keyed(function: str, shape: Shape, leaves: list) -> None:
+    """One ``sf.StaticFieldWarning`` per function and argument path for a static leaf keyed
+    by identity though it may change in place (a ``set``, a plain ``@dataclass``, a plain
+    object), as a static field warns: a change inside it reuses the old program."""
+    for src, m, path in zip(shape.sources, shape.mask, shape.paths):
+        if not m:
+            continue
+        value = leaves[src] if src.__class__ is int else src.value
+        if not identity_keyed(value) or (function, path) in _WARNED:
+            continue
+        _WARNED.add((function, path))
+        t = type(value)
+        why = "unhashable" if t.__hash__ is None else "hashed by identity"
+        warnings.warn(IDENTITY_ARGUMENT.format(function=function, path=path, why=why, type=t.__qualname__,
+                                               a_type=article(t.__qualname__)),
+                      StaticFieldWarning, stacklevel=5)
+
 
 
 def _binds(sig: inspect.Signature, args: tuple, kwargs: dict) -> bool:

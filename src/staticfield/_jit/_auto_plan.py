@@ -34,6 +34,7 @@ from typing import Any, Callable
 import jax
 
 from .._core._anyleaves import ARRAY_LEAVES, AnyLeaves, leaf_key
+from .._core._identity import exact_eq
 from .._core._compat import Tracer
 from .._core._registry import SPECS, is_instance
 from .._explain import _describe
@@ -223,7 +224,7 @@ class Shape:
     it to the variant's C++ front; ``dynamic(leaves)`` are its traced leaves. Everything
     here is C-level: ``operator.itemgetter`` and builtins."""
 
-    __slots__ = ("names", "treedef", "mask", "paths", "sources", "key", "floats", "dynamic", "fronts")
+    __slots__ = ("names", "treedef", "mask", "paths", "sources", "key", "floats", "strict", "dynamic", "fronts")
 
     def vkey(self, leaves: list) -> AutoKey:
         """This call's variant key (on a miss)."""
@@ -232,10 +233,17 @@ class Shape:
         return AutoKey(self.names, self.treedef, self.mask, statics, self.paths)
 
     def lookup(self, leaves: list) -> Any:
-        """The key ``fronts`` is looked up by (as the hit path computes it)."""
+        """The key ``fronts`` is looked up by (as the hit path computes it); ``None`` when
+        it must not be kept: a NaN, whose ``float.hex`` is every NaN's (its calls take the
+        miss, keyed by the identity)."""
         key = self.key(leaves)
         if self.floats is not None:
-            key = (key, tuple(map(float.hex, self.floats(leaves))))
+            floats = self.floats(leaves)
+            if any(x != x for x in floats):
+                return None
+            key = (key, tuple(map(float.hex, floats)))
+        if self.strict is not None:
+            key = (key, tuple(map(leaf_key, self.strict(leaves))))
         return key
 
 
@@ -310,10 +318,19 @@ def make_shape(sig: inspect.Signature, args: tuple, kwargs: dict, leaves: list) 
     shape.names, shape.treedef, shape.mask, shape.paths = names, treedef, tuple(mask), paths
     shape.sources = tuple(sources)
     raw_static = [src for src, m in zip(sources, mask) if m and src.__class__ is int]
-    plain = [i for i in raw_static if type(leaves[i]) is not float]
+    # The fast key: a cheaper spelling of the identity (_identity), never a second opinion.
+    # The shape already holds each leaf's type, so ``==``/``hash`` decide for the types
+    # where they are the identity (exact_eq: int, str, a function, ...); a float enters as
+    # its float.hex (its bits, so 0.0 and -0.0 differ; a NaN is never kept: ``lookup``);
+    # every other static (a frozenset: {1} == {True} and order; a complex; a dataclass
+    # compared by fields) enters as its identity key, so nothing the identity keeps apart
+    # shares a program.
+    plain = [i for i in raw_static if exact_eq(type(leaves[i]))]
     floats = [i for i in raw_static if type(leaves[i]) is float]
+    strict = [i for i in raw_static if not exact_eq(type(leaves[i])) and type(leaves[i]) is not float]
     shape.key = (len if not plain else operator.itemgetter(*plain))
     shape.floats = _getter(floats) if floats else None
+    shape.strict = _getter(strict) if strict else None
     shape.dynamic = _getter([src for src, m in zip(sources, mask) if not m])
     shape.fronts = {}
     return shape

@@ -128,6 +128,9 @@ def method_call(fn: Callable, variants: dict, miss: Callable[[Any], tuple]) -> C
     else:
         signature = ", ".join([obj, *params])
         forward = ", ".join(params)
+    # The fast key is the instance's StaticKey: interned by the one identity of its static
+    # values (_core._identity.key), so equal keys are one object and the lookup compares no
+    # value with Python's ==: it merges nothing the identity keeps apart.
     lines = hiding([
         f"def call({signature}):",
         "    try:",

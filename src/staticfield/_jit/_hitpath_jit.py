@@ -33,6 +33,8 @@ ARRAY = _compat.get("array_impl")  # jax.Array's concrete class: never an sf ins
 def _plain_lines(params: list[str] | None) -> tuple[list[str], list[str]]:
     """The hit path of ``sf.jit`` without static arguments (``call``), and more top-level
     code it uses."""
+    # Each key is an instance's StaticKey (interned by the one identity, _core._identity.key:
+    # equal keys are one object) or None: the tuple merges nothing the identity keeps apart.
     if params is None or len(params) > 16:
         return [
             "def call(*args, **kwargs):",

@@ -26,8 +26,11 @@ from .._core._traceback import hide
 from ._args import call_signature, qualname, wrong_call
 from ._hitpath import GENERATED_NAMES, as_user, hiding
 
-# Static values whose (type, value) pair is their type-strict key: equal pairs give equal
-# StaticArgKeys (floats are not here: their key tells -0.0 from 0.0 and makes NaNs equal).
+# Static values whose (type, value) pair is their identity (_core._identity: exact_eq): for
+# these types ``==`` within the type is the identity, so equal pairs give equal StaticArgKeys
+# and the fast key merges nothing the identity keeps apart (1/True/1.0 differ by their type
+# in the pair). Not here: floats (-0.0 == 0.0, NaNs), tuples and frozensets (their items
+# compare with ==, and a frozenset ignores order), which take the general path's StaticArgKey.
 _ATOMIC = frozenset({int, str, bool, bytes, type(None)})
 
 

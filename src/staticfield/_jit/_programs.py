@@ -49,6 +49,12 @@ class Programs:
         return jitted, [children, *args[1:]], kwargs
 
     def _aot(self, what: str, args: tuple, kwargs: dict) -> Any:
+        # Abstract evaluation (lower, trace, eval_shape) runs no program, so it publishes
+        # nothing for the agreement between processes: the program agrees on its first run.
+        with ahead():
+            return self._aot_ahead(what, args, kwargs)
+
+    def _aot_ahead(self, what: str, args: tuple, kwargs: dict) -> Any:
         spec = self.bucket_spec
         if spec is None:
             return self._variant_aot(what, args, kwargs)
@@ -118,8 +124,7 @@ class Programs:
         compile and store it; without one, into this function's cache. Either way a later
         call with those avals traces nothing; a precompile counts as a compile. In a
         multi-process job the program agrees between processes on its first run."""
-        with ahead():
-            self._aot("precompile", args, kwargs)
+        self._aot("precompile", args, kwargs)
 
     def clear_cache(self) -> None:
         """Drop every compiled program of every variant; ``compile_count`` stays a history,

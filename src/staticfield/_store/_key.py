@@ -7,15 +7,14 @@ its arguments' avals (shapes, dtypes, weak types, shardings). The source files
 whose code ran while the program was traced are only known after a trace, so
 they are kept in the entry and checked when it is read (``_sources``).
 
-Static values are told apart by their pickle (written, never read back: unequal
-values pickle differently, and a value that cannot be pickled is never stored).
+Static values, and the values a function carries, are told apart by the cross-process
+form of their one identity (``_core._portable``).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import io
 import os
 import pickle
 import sys
@@ -25,7 +24,8 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-from .._core import _lowering
+from .._core import _lowering, _portable
+from .._core._deep import DeepKey
 from .._core._keys import StaticArgKey, StaticKey
 from . import _prng
 
@@ -123,21 +123,26 @@ def _config_values() -> dict[str, Any]:
 
 
 # ----- function and statics ------------------------------------------------------------
+# Both are written in the cross-process form of the one identity of static values
+# (``_core._portable``): no memory address, no order a process does not iterate in, so a
+# set or dict static of another order is another key. A part with no identity across
+# processes (an object hashed by identity, a type with its own ``__eq__`` only) makes the
+# key ``None``: trust="source" keys no program on it (the trace's digest finds it).
 def function_identity(fn: Callable) -> dict[str, str] | None:
     """Where the function is defined, and the values it carries: a closure's cells and
     its defaults (two closures of one ``def`` share a name but not their values). Any
-    other callable (a ``functools.partial``) by its pickle. ``None``: cannot be told apart."""
+    other callable (a ``functools.partial``) by its identity. ``None``: cannot be told apart."""
     code = getattr(fn, "__code__", None)
     if not isinstance(fn, types.FunctionType) or code is None:
-        carried = _digest(fn)
-        return None if carried is None else {"callable": type(fn).__qualname__, "pickle": carried}
+        carried = _written(fn)
+        return None if carried is None else {"callable": type(fn).__qualname__, "identity": carried}
     carried = None
     if fn.__closure__ or fn.__defaults__ or fn.__kwdefaults__:
         try:
             cells = tuple(c.cell_contents for c in fn.__closure__ or ())
         except ValueError:  # an empty cell (a name assigned after the def)
             return None
-        carried = _digest((cells, fn.__defaults__, fn.__kwdefaults__))
+        carried = _written((cells, fn.__defaults__, fn.__kwdefaults__))
         if carried is None:
             return None
     return {
@@ -146,47 +151,31 @@ def function_identity(fn: Callable) -> dict[str, str] | None:
     }
 
 
-def _digest(value: Any) -> str | None:
-    """SHA-256 of ``value``'s pickle (no memo: equal values pickle the same whether shared
-    or not); ``None`` when pickle cannot write it."""
-    buffer = io.BytesIO()
-    pickler = pickle.Pickler(buffer, protocol=4)
-    pickler.fast = True
-    try:
-        pickler.dump(value)
-    except Exception:
-        return None
-    return hashlib.sha256(buffer.getvalue()).hexdigest()
+def _written(value: Any) -> str | None:
+    """The digest of ``value``'s cross-process identity; ``None`` when a part has none."""
+    portable = _portable.write(value)
+    return None if portable.partial else portable.digest
 
 
 def _plain(part: Any) -> Any:
-    """A variant key's part as plain values: class references and static values, with
-    sets and dicts in a fixed order (their pickle follows the hash seed's order)."""
+    """A variant key's part as the static values it holds (each key class by its parts)."""
     if isinstance(part, StaticKey):
-        return ("instance", part.cls, part.names, _plain(part.values))
+        return ("instance", part.cls, part.names, part.values)
+    if isinstance(part, DeepKey):
+        return ("deep", _plain(part.top), tuple((path, _plain(k)) for path, k in part.nested))
     if isinstance(part, StaticArgKey):
-        return ("static", _plain(part.raw))
-    if type(part) is tuple or type(part) is list:
-        return type(part)(_plain(p) for p in part)
-    if isinstance(part, (frozenset, set)):
-        return (type(part).__qualname__, sorted((_plain(p) for p in part), key=_order))
-    if type(part) is dict or type(part).__name__ == "FrozenDict":
-        items = sorted(((_plain(k), _plain(v)) for k, v in part.items()), key=_order)
-        return (type(part).__qualname__, items)
+        return ("static", part.raw, part.part[1])
+    if type(part).__name__ == "AutoKey":  # static="auto"'s (``_jit``, a room above)
+        return ("auto", part.names, tree_digest(part.treedef), part.mask, part.statics, part.paths)
+    if isinstance(part, tuple):
+        return (type(part), tuple(_plain(p) for p in part))
     return part
 
 
-def _order(value: Any) -> bytes:
-    try:
-        return pickle.dumps(value, protocol=4)
-    except Exception:
-        return repr(value).encode()
-
-
 def statics_digest(vkey: Any) -> str | None:
-    """A digest telling static keys apart across processes; ``None`` when a value cannot
-    be pickled (a lambda, a local class), so the program is not stored."""
-    return _digest(_plain(vkey))
+    """A digest telling static keys apart across processes, by the one identity; ``None``
+    when a value has no identity across processes, so no program is keyed on it."""
+    return _written(_plain(vkey))
 
 
 # ----- avals ----------------------------------------------------------------------------
