@@ -13,11 +13,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._describe import PASSING as _PASSING
+from ._transform import TRANSFORM, transform_changes
 from ._names import NEW_CLOSURE, class_names, function_change, qualified, types_apart
 from .._core._display import short_dtype
 from .._core._keys import keyable
 
-KINDS = ("static", "shape", "dtype", "weak_type", "structure", "sharding", "static_arg", "context", "bucket")
+KINDS = ("static", "shape", "dtype", "weak_type", "structure", "sharding", "committed", "static_arg", "context",
+         "bucket")
 
 _NO_CHANGE = (
     "JAX's caches were cleared (jax.clear_caches() or .clear_cache()), or a setting "
@@ -61,7 +63,8 @@ class Change:
     """One difference between a trace and the closest earlier one.
 
     ``kind`` is one of ``"static"``, ``"shape"``, ``"dtype"``, ``"weak_type"``,
-    ``"structure"``, ``"sharding"``, ``"static_arg"``, ``"context"`` (a JAX setting of the
+    ``"structure"``, ``"sharding"``, ``"committed"`` (an array placed on a device, or not),
+    ``"static_arg"``, ``"context"`` (a JAX setting of the
     trace context, ``path`` its name), ``"bucket"``; ``old``/``new`` are short strings.
     ``read`` says, for a ``deps="read"`` method, where it read this static
     (``"read at model.py:14"``); it is empty otherwise. A ``"bucket"`` change (``buckets=``)
@@ -83,7 +86,8 @@ class Change:
             new, old = (v if v.startswith("exact") else f"bucket {v}" for v in (self.new, self.old))
             return f"{self.path}: {self.rows} → {new} (was {old})"
         kind = f"{self.kind}; {self.read}" if self.read else self.kind
-        text = f"{self.path}: {self.old} → {self.new} ({kind})"
+        new = self.new[len("batch "):] if self.path == "vmap" and self.old.startswith("batch ") else self.new
+        text = f"{self.path}: {self.old} → {new} ({kind})"  # vmap: batch 4 → 8
         return f"{text}\n    {self.hint}" if self.hint else text
 
 
@@ -212,6 +216,8 @@ def _passing_changes(old: tuple | None, new: tuple | None) -> list[Change]:
 def _entry_changes(path: str, old: tuple | None, new: tuple | None) -> list[Change]:
     if path == _PASSING:
         return _passing_changes(old, new)
+    if TRANSFORM in (old or ("",))[0:1] + (new or ("",))[0:1]:  # jax.vmap around the call
+        return [Change(*found) for found in transform_changes(path, old, new)]
     if (old is None and new is not None and new[0] == "static_arg") or (
         new is None and old is not None and old[0] == "static_arg"
     ):

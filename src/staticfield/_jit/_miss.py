@@ -11,7 +11,8 @@ program store (``_store.stored``), behind a C++ front of its own (``_fronts``).
 
 Imports: ``_core`` (keys, ``SPECS``, the cached flatten), ``_store`` (``stored``,
 ``StoredJit``), ``_deps`` (for types), ``_agreement``, ``_auto_plan``, ``_variant`` and
-``_traced`` (the store's hooks, and the chain of explanations). Called by the hit paths
+``_traced`` (the store's hooks, and the chain of explanations), ``_transformed`` (compiles
+under a transformation applied outside). Called by the hit paths
 on a miss (``_hitpath``, ``_bound``, ``_fronts``), by ``_programs`` and by ``sf.warmup``.
 """
 
@@ -25,11 +26,13 @@ from .._core._keys import StaticArgKey
 from .._core._registry import SPECS
 from .._core._state import flat
 from .._deps._share import Deps
+from .._explain._describe import arg_name
 from .._store import StoredJit, stored
 from ._agreement import agreeing
 from ._args import qualname
 from ._auto_plan import AutoKey, signature_of
 from ._traced import VariantHooks, chain
+from ._transformed import watching
 from ._variant import Split, StaticArg, make_jitted
 
 
@@ -42,6 +45,7 @@ class Misses:
     fast: bool
     method: bool
     names: list
+    star: str | None
     static_pos: Any
     static_names: Any
     deps: Any  # deps="read" without static arguments: its Deps, or None
@@ -202,7 +206,9 @@ class Misses:
         box: list = [jitted, None]
         miss = jitted.answer if isinstance(jitted, StoredJit) else functools.partial(self._remembered, box)
         # Its first run of a program prepared ahead (sf.warmup, precompile) agrees between processes.
-        front = self.make_front(jitted, agreeing(self, jitted, miss, deps, base))
+        # A call under a transformation applied outside (an eager jax.vmap) misses every time:
+        # the programs JAX compiles of this variant meanwhile count (_transformed).
+        front = self.make_front(jitted, agreeing(self, jitted, watching(self, jitted, miss), deps, base))
         if front is None:
             return jitted
         front.__sf_jit__ = jitted
@@ -215,7 +221,7 @@ class Misses:
         return (self.deps, vkey) if self.rest_deps is None else self.rest_deps.of(vkey)
 
     def _arg_name(self, i: int) -> str:
-        return self.names[i] if i < len(self.names) else f"args[{i}]"
+        return arg_name(self.names, i, self.star)
 
     def _static_key(self, value: Any, name: str) -> Any:
         try:

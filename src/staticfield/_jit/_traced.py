@@ -49,6 +49,7 @@ class Tracing:
     traced_fn: Callable[..., Any]  # the user's function (with buckets=, the bucket body)
     method: bool
     names: list
+    star: str | None
     static_pos: Any
     static_names: Any
     variants: dict
@@ -112,7 +113,7 @@ class Tracing:
         never break the user's call)."""
         try:
             shown = kwargs if self.bucket_spec is None else {k: v for k, v in kwargs.items() if k != ROWS_KW}
-            return (_describe.describe(self.names, args, shown, self.static_pos, self.static_names)
+            return (_describe.describe(self.names, args, shown, self.static_pos, self.static_names, self.star)
                     if dyn is None else vkey.describe(dyn))
         except Exception as exc:  # tracking must never break the user's call
             logger.warning("staticfield could not describe the arguments of %s (%s: %s); "

@@ -122,6 +122,8 @@ def make_jitted(
     tracker = getattr(getattr(getattr(traced, "func", None), "__self__", None), "tracker", None)
     if tracker is not None:  # sf.watch: why a compile it saw first was a recompile here
         inner.__sf_recompiles__ = lambda: tracker.recompiles  # type: ignore[attr-defined]
+        # and which wrapper compiled (two wrappers of one function explain their own compiles)
+        inner.__sf_wrapper__ = id(tracker)  # type: ignore[attr-defined]
     if signature is None:  # (static="auto" gives its own: see _auto_plan.signature_of)
         signature = user_signature(fn, layout)
     if signature is not None:

@@ -47,6 +47,11 @@ HINTS = {
         "to a few sizes (buckets) so that it takes few values"
     ),
     "sharding": "inputs with another sharding compile again; device_put them with one sharding",
+    "committed": (
+        "an array placed with jax.device_put(x, device) is committed to its device, one made by "
+        "jnp or np is not, and JAX compiles each apart; make the inputs the same way on every "
+        "call (jax.device_put every one, or none)"
+    ),
     "node type": (
         "another class of the same name is another pytree node type, so its programs are "
         "its own; expected when several classes (two environments' State) pass through"
@@ -132,6 +137,8 @@ def _entry_changes(path: str, a: Any, b: Any) -> list[Change]:
             out.append(Change(path, "weak_type", a.show_weak(), b.show_weak(), HINTS["weak_type"]))
         if a.sharding and b.sharding and a.sharding != b.sharding:
             out.append(Change(path, "sharding", a.sharding, b.sharding, HINTS["sharding"]))
+        if not out and a.committed and b.committed and a.committed != b.committed:
+            out.append(Change(path, "committed", a.committed, b.committed, HINTS["committed"]))
         return out
     if isinstance(a, Static) and isinstance(b, Static) and a.kind == b.kind:
         if _same(a.value, b.value):
