@@ -53,3 +53,84 @@ def test_a_positional_static_argument_is_named_by_its_parameter():
     assert [c.path for c in starred.recompiles[0].changes] == ["rest[0]"]
     with pytest.raises(TypeError, match="`rest\\[0\\]` is an unhashable list"):
         starred(jnp.ones(2), [1])
+
+
+def test_a_python_if_on_a_dynamic_array_field_is_not_advised_into_a_static():
+    """`if self.w.sum() > 0` on a jax.Array field: the hint says to branch with jnp.where or
+    jax.lax.cond, never to mark the array sf.Static[...] (which staticfield refuses)."""
+
+    class Gate(sf.Struct):
+        w: jax.Array
+
+        @sf.jit_method
+        def f(self, x):
+            if self.w.sum() > 0:
+                return x
+            return -x
+
+    with pytest.raises(jax.errors.TracerBoolConversionError) as info:
+        Gate(jnp.ones(2)).f(1.0)
+    text = str(info.value)
+    assert "`self.w`" in text and "Gate" in text
+    assert "sf.Static[" not in text.replace("sf.Static[bool]", "")
+    assert "jax.lax.cond" in text and "jnp.where" in text
+
+
+class _Env:
+    def __init__(self, scale):
+        self.scale = scale
+
+
+def make_rollout(env, horizon=3):
+    def rollout(x):
+        return x * env.scale * horizon
+
+    return rollout
+
+
+def test_closures_of_a_factory_are_explained_as_closures():
+    """make_rollout(env) per environment: `another closure of make_rollout (captures env)`,
+    with advice to build each once per value and keep it, never "at module level"."""
+    run = sf.jit(lambda x, step: step(x), static_argnames="step", warn_compiles=None)
+    x = jnp.ones(2)
+    with sf.watch() as w:
+        run(x, step=make_rollout(_Env(1.0)))
+        run(x, step=make_rollout(_Env(2.0)))
+        jax.jit(make_rollout(_Env(3.0)))(x)
+        jax.jit(make_rollout(_Env(4.0)))(x)
+    (change,) = run.recompiles[-1].changes
+    assert (change.path, change.kind) == ("step", "static_arg")
+    assert (change.old, change.new) == ("an earlier closure of make_rollout",
+                                        "another closure of make_rollout (captures env)")
+    assert "module level" not in change.hint and "once per" in change.hint
+    watched = [c for f in jitted(w) for c in f.compiles[1:]]
+    assert [(c.old, c.new) for c in watched[0].changes] == [(change.old, change.new)]
+    (new_fn,) = watched[1].changes  # (the earlier closure is gone: every captured name)
+    assert new_fn.new.startswith("another closure of make_rollout (captures env")
+    assert "module level" not in w.report()
+
+
+def test_a_float_static_that_reaches_a_shape_names_the_field_and_its_type():
+    """jnp.pad widths from a float static: the error keeps JAX's words and names the class,
+    the field and its type, and how to fix it."""
+
+    class View(sf.Struct):
+        x: jax.Array
+        view_size: sf.Static[float]
+
+        @sf.jit_method
+        def padded(self):
+            return jnp.pad(self.x, self.view_size)
+
+    with pytest.raises(TypeError) as info:
+        View(jnp.ones(3), 2.0).padded()
+    notes = "\n".join(getattr(info.value, "__notes__", []))
+    assert "View.view_size" in notes and "a Python float" in notes and "sf.Static[int]" in notes
+
+    def grid(x, size):
+        return x * jnp.zeros((size,))
+
+    g = sf.jit(grid, static_argnums=1)
+    with pytest.raises(TypeError) as info:
+        g(jnp.ones(1), 3.0)
+    assert "`size`" in "\n".join(getattr(info.value, "__notes__", [])), info.value

@@ -30,7 +30,7 @@ from .._explain import _describe
 from .._store import Hooks
 from ._agreement import publish, publish_traced
 from ._auto_plan import AutoKey, partition_out
-from ._hints import add_hint, add_note
+from ._hints import add_float_note, add_hint, add_note
 
 logger = logging.getLogger("staticfield")
 
@@ -104,6 +104,7 @@ class Tracing:
             self.tracker.abort(ticket)
             add_hint(exc, self.names, args, kwargs)
             add_note(exc, self.names, args, kwargs, self.static_pos, self.static_names, dyn)
+            add_float_note(exc, self.names, args, kwargs, self.static_pos, self.static_names)
             raise
         self._settle(vkey, ticket, deferred)
         return out

@@ -82,7 +82,7 @@ class Compiles:
                 if explain is not None:
                     changes = explain(changes)
                 if not entry.note and not own:
-                    changes.insert(0, _diff.new_function(ident, entry._bound))
+                    changes.insert(0, _diff.new_function(ident, entry._bound, entry._functions))
                 if all(entry._transformed):  # compiled only for transformations before
                     changes = [_diff.transformation(into=False)]
             if not stand_in:

@@ -14,8 +14,8 @@ import functools
 from typing import Any, Callable, Sequence
 
 from .._explain._diff import Change, type_hint
-from .._explain._names import (CHOICE, SAME_CODE, another_instance, class_names, function_change,
-                               is_callable_value)
+from .._explain._names import (CHOICE, SAME_CODE, another_instance, class_names, closure_change,
+                               function_change, is_callable_value)
 from ._describe import Description, Leaf, Node, Static, one_line, short
 
 HINTS = {
@@ -273,12 +273,19 @@ def closest(earlier: Sequence[Description | None], new: Description) -> tuple[in
     return best
 
 
-def new_function(fun: Callable, earlier: list) -> Change:
-    """The function object compiled is not one compiled before (``earlier``): a method bound
-    to another instance of a plain class says so; else a new object with the same code."""
+def new_function(fun: Callable, earlier: list, functions: Any = ()) -> Change:
+    """The function object compiled is not one compiled before (``earlier``: the methods
+    compiled, ``functions``: the function objects): a method bound to another instance of a
+    plain class says so, another closure of a factory names what it captures; else a new
+    object with the same code."""
     named = another_instance(fun, earlier)
     if named is not None:
         return Change("(the function)", "new function", *named)
+    code = getattr(getattr(fun, "__func__", fun), "__code__", None)
+    before = next((f for f in list(functions) if getattr(f, "__code__", None) is code), None)
+    closure = closure_change(before, fun)  # make_rollout(env) for another env
+    if closure is not None:
+        return Change("(the function)", "new function", *closure)
     return Change("(the function)", "new function", *SAME_CODE, HINTS["new function"])
 
 
