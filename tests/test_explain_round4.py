@@ -134,3 +134,22 @@ def test_a_float_static_that_reaches_a_shape_names_the_field_and_its_type():
     with pytest.raises(TypeError) as info:
         g(jnp.ones(1), 3.0)
     assert "`size`" in "\n".join(getattr(info.value, "__notes__", [])), info.value
+
+
+def test_a_masked_bucketed_function_never_lists_valid_among_the_changes():
+    """mask="valid": `valid` is staticfield's own argument, never a change of the user's, in
+    .recompiles and in sf.watch."""
+
+    @sf.jit(buckets={"x": 0}, mask="valid", warn_compiles=None)
+    def mean(x, valid):
+        v = valid[:, None]
+        return jnp.sum(jnp.where(v, x, 0.0), axis=0) / jnp.sum(v)
+
+    with sf.watch() as w:
+        for n in (3, 5, 9):
+            mean(np.ones((n, 2), np.float32))
+    said = [c.path for r in mean.recompiles for c in r.changes]
+    assert said == ["x.shape[0]", "x.shape[0]"]
+    (fn,) = jitted(w)
+    assert [c.path for c in fn.compiles[1].changes] == ["x.shape[0]"]
+    assert "valid:" not in w.report() and "bool[" not in w.report()

@@ -194,8 +194,9 @@ class Misses:
         """The variant's ``jax.jit`` (see ``_variant``), its recompiles explained as
         ``deps="read"`` and buckets rewrite them."""
         auto = signature_of(vkey, self.auto_signature) if isinstance(vkey, AutoKey) else None
+        spec = self.bucket_spec
         explain = chain(deps.explain if deps is not None else None,
-                        self.bucket_spec.explain if self.bucket_spec is not None else None)
+                        chain(spec.explain, _without(spec.mask)) if spec is not None else None)
         return make_jitted(self.fn, layout, static_kwargs, functools.partial(self._traced, vkey), self._jit_kwargs,
                            self.static_pos, explain, auto)
 
@@ -233,3 +234,11 @@ class Misses:
                 f"{type(value).__name__}, so it cannot be part of the jit cache key. Pass a "
                 "tuple/frozenset or an @sf.dataclass instance, or make it a traced argument."
             ) from None
+
+
+def _without(name: str | None) -> Callable[[list], list] | None:
+    """``sf.watch``'s changes without those of the argument ``name`` (``mask="valid"``'s
+    ``valid``, which staticfield passes: never a change of the user's)."""
+    if not name:
+        return None
+    return lambda changes: [c for c in changes if c.path.split(".", 1)[0].split("[", 1)[0] != name]

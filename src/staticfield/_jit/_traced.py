@@ -113,9 +113,13 @@ class Tracing:
         """Step 1: the call's arguments by user path (``None`` if that fails: tracking must
         never break the user's call)."""
         try:
-            shown = kwargs if self.bucket_spec is None else {k: v for k, v in kwargs.items() if k != ROWS_KW}
-            return (_describe.describe(self.names, args, shown, self.static_pos, self.static_names, self.star)
-                    if dyn is None else vkey.describe(dyn))
+            spec = self.bucket_spec  # buckets=: its own arguments (the rows, mask="valid"'s mask) are no change
+            shown = kwargs if spec is None else {k: v for k, v in kwargs.items() if k not in (ROWS_KW, spec.mask)}
+            described = (_describe.describe(self.names, args, shown, self.static_pos, self.static_names, self.star)
+                         if dyn is None else vkey.describe(dyn))
+            if spec is not None and spec.mask:
+                described = {p: e for p, e in described.items() if p.split(".", 1)[0].split("[", 1)[0] != spec.mask}
+            return described
         except Exception as exc:  # tracking must never break the user's call
             logger.warning("staticfield could not describe the arguments of %s (%s: %s); "
                            "the call goes on", self.tracker.function, type(exc).__name__, exc)
