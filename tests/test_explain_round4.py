@@ -153,3 +153,36 @@ def test_a_masked_bucketed_function_never_lists_valid_among_the_changes():
     (fn,) = jitted(w)
     assert [c.path for c in fn.compiles[1].changes] == ["x.shape[0]"]
     assert "valid:" not in w.report() and "bool[" not in w.report()
+
+
+def test_static_auto_float_to_array_is_named_alike_in_the_watch_and_recompiles():
+    """static="auto": a Python float argument that becomes an array (t1, then rtol) is named
+    by its own parameter in sf.watch, exactly as the function's .recompiles name it."""
+
+    def solve(fn, t0, t1, y0, rtol=1e-3, atol=1e-6):
+        return fn(y0) * (t1 - t0) * rtol + atol
+
+    f = sf.jit(solve, static="auto", warn_compiles=None)
+    y = jnp.ones(3)
+    with sf.watch() as w:
+        f(jnp.sin, 0.0, 1.0, y)
+        f(jnp.sin, 0.0, jnp.asarray(1.0), y)
+        f(jnp.sin, 0.0, jnp.asarray(1.0), y, rtol=jnp.asarray(1e-3))
+    said = [[(c.path, c.kind, c.old, c.new) for c in r.changes] for r in f.recompiles]
+    assert [[c[0] for c in s] for s in said] == [["t1"], ["rtol"]]
+    (fn,) = jitted(w)
+    assert [[(c.path, c.kind, c.old, c.new) for c in c_.changes] for c_ in fn.compiles[1:]] == said
+    assert "jnp.asarray" in fn.compiles[1].changes[0].hint
+
+
+def test_static_auto_user_error_has_no_lookup_in_its_context():
+    """A user exception raised while tracing under static="auto" carries no KeyError of
+    staticfield's cache lookup as its context."""
+
+    def bad(fn, t0, y0):
+        raise ValueError("the user's own error")
+
+    g = sf.jit(bad, static="auto")
+    with pytest.raises(ValueError, match="the user's own error") as info:
+        g(jnp.sin, 0.0, jnp.ones(3))
+    assert not isinstance(info.value.__context__, KeyError)

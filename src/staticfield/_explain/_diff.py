@@ -46,6 +46,11 @@ _HINT_TYPE = (
     "purpose (they can trace differently); convert before the call, e.g. {conv}({name})"
 )
 
+HINT_STATIC_TO_TRACED = (
+    "a value that is not an array is static under static=\"auto\" (keyed by value), an array is "
+    "traced: pass one kind on every call, e.g. jnp.asarray({name}) each time"
+)
+
 _HINT_FUNCTION = NEW_CLOSURE
 _HINT_ORDER = (
     "the same items in another order: iteration order is part of a static value (a trace "
@@ -223,7 +228,9 @@ def _entry_changes(path: str, old: tuple | None, new: tuple | None) -> list[Chan
     ):
         return [Change(path, "static_arg", _entry_text(old, "(default)"), _entry_text(new, "(default)"))]
     if old is None or new is None or old[0] != new[0]:
-        return [Change(path, "structure", _entry_text(old), _entry_text(new))]
+        kinds = {old[0] if old else "", new[0] if new else ""}
+        hint = HINT_STATIC_TO_TRACED.format(name=path.rpartition(".")[2]) if kinds == {"static_arg", "leaf"} else ""
+        return [Change(path, "structure", _entry_text(old), _entry_text(new), hint)]
     kind = old[0]
     if kind == "context":
         if old[1] == new[1]:

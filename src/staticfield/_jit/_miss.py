@@ -197,8 +197,9 @@ class Misses:
         spec = self.bucket_spec
         explain = chain(deps.explain if deps is not None else None,
                         chain(spec.explain, _without(spec.mask)) if spec is not None else None)
+        auto_call = functools.partial(vkey.user_call, self.auto_signature) if auto is not None else None
         return make_jitted(self.fn, layout, static_kwargs, functools.partial(self._traced, vkey), self._jit_kwargs,
-                           self.static_pos, explain, auto)
+                           self.static_pos, explain, auto, auto_call)
 
     def _variant_front(self, jitted: Any, deps: Deps | None, base: Any) -> Any:
         """``jitted`` behind a C++ front of its own (``jitted`` itself on a JAX without one)."""

@@ -13,7 +13,7 @@ import enum
 import functools
 from typing import Any, Callable, Sequence
 
-from .._explain._diff import Change, type_hint
+from .._explain._diff import HINT_STATIC_TO_TRACED, Change, type_hint
 from .._explain._names import (CHOICE, SAME_CODE, another_instance, class_names, closure_change,
                                function_change, is_callable_value)
 from ._describe import Description, Leaf, Node, Static, one_line, short
@@ -150,6 +150,11 @@ def _entry_changes(path: str, a: Any, b: Any) -> list[Change]:
     if isinstance(a, Node) and isinstance(b, Node) and a.node_type is not b.node_type \
             and a.type_name == b.type_name and isinstance(a.node_type, type) and isinstance(b.node_type, type):
         return [Change(path, "structure", *class_names(a.node_type, b.node_type), HINTS["node type"])]
+    if isinstance(a, Static) and isinstance(b, Leaf) or isinstance(a, Leaf) and isinstance(b, Static):
+        kinds = {a.kind if isinstance(a, Static) else "", b.kind if isinstance(b, Static) else ""}
+        if "static_arg" in kinds:  # static="auto": a Python value, then an array (as sf.Recompile says)
+            text = [x.show_weak().split(" (")[0] if isinstance(x, Leaf) else _show(x) for x in (a, b)]
+            return [Change(path, "structure", *text, HINT_STATIC_TO_TRACED.format(name=path.rpartition(".")[2]))]
     if a != b:
         return [Change(path, "structure", _show(a), _show(b), HINTS["structure"])]
     return []
