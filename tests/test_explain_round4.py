@@ -186,3 +186,29 @@ def test_static_auto_user_error_has_no_lookup_in_its_context():
     with pytest.raises(ValueError, match="the user's own error") as info:
         g(jnp.sin, 0.0, jnp.ones(3))
     assert not isinstance(info.value.__context__, KeyError)
+
+
+def test_a_structure_change_reads_the_same_in_the_watch_and_recompiles():
+    """None becoming an array reads `None → f32[3]`, a dict key added `d['b']: absent →
+    f32[3]`, in .recompiles and in sf.watch alike."""
+
+    class S(sf.Struct):
+        w: jax.Array
+        mask: jax.Array | None = None
+
+        @sf.jit_method(warn_compiles=None)
+        def f(self, x):
+            return x * self.w if self.mask is None else x * self.w * self.mask
+
+    total = sf.jit(lambda d: sum(jax.tree.leaves(d)), warn_compiles=None)
+    with sf.watch() as w:
+        S(jnp.ones(3)).f(1.0)
+        S(jnp.ones(3), jnp.ones(3)).f(1.0)
+        total({"a": jnp.ones(3)})
+        total({"a": jnp.ones(3), "b": jnp.ones(3)})
+    said = lambda changes: [(c.path, c.kind, c.old, c.new) for c in changes]  # noqa: E731
+    assert said(S.f.recompiles[0].changes) == [("self.mask", "structure", "None", "f32[3]")]
+    assert said(total.recompiles[0].changes) == [("d['b']", "structure", "absent", "f32[3]")]
+    method, function = jitted(w)
+    assert said(method.compiles[1].changes) == said(S.f.recompiles[0].changes)
+    assert said(function.compiles[1].changes) == said(total.recompiles[0].changes)

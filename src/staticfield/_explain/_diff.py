@@ -14,8 +14,9 @@ from typing import Any
 
 from ._describe import PASSING as _PASSING
 from ._transform import TRANSFORM, transform_changes
+from ._text import aval_text, entry_text
+from ._text import short as short  # (the program store's misses read values so too)
 from ._names import NEW_CLOSURE, class_names, function_change, qualified, types_apart
-from .._core._display import short_dtype
 from .._core._keys import keyable
 
 KINDS = ("static", "shape", "dtype", "weak_type", "structure", "sharding", "committed", "static_arg", "context",
@@ -123,21 +124,6 @@ class Recompile:
         return " because:\n" + "\n".join(f"  {c}" for c in self.changes)
 
 
-def short(value: Any, limit: int = 60) -> str:
-    if isinstance(value, types.FunctionType):
-        text = f"<function {value.__qualname__} at {id(value):#x}>"
-    else:
-        try:
-            text = repr(value)
-        except Exception:
-            text = f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _aval_text(shape: tuple, dtype: Any, weak: bool) -> str:
-    return f"{'weak ' if weak else ''}{short_dtype(dtype)}[{','.join(map(str, shape))}]"
-
-
 def _same_static(a: Any, b: Any) -> bool:
     if type(a) is not type(b):  # static keys are type-strict: np.int64(2) is not 2
         return False
@@ -226,11 +212,11 @@ def _entry_changes(path: str, old: tuple | None, new: tuple | None) -> list[Chan
     if (old is None and new is not None and new[0] == "static_arg") or (
         new is None and old is not None and old[0] == "static_arg"
     ):
-        return [Change(path, "static_arg", _entry_text(old, "(default)"), _entry_text(new, "(default)"))]
+        return [Change(path, "static_arg", entry_text(old, "(default)"), entry_text(new, "(default)"))]
     if old is None or new is None or old[0] != new[0]:
         kinds = {old[0] if old else "", new[0] if new else ""}
         hint = HINT_STATIC_TO_TRACED.format(name=path.rpartition(".")[2]) if kinds == {"static_arg", "leaf"} else ""
-        return [Change(path, "structure", _entry_text(old), _entry_text(new), hint)]
+        return [Change(path, "structure", entry_text(old), entry_text(new), hint)]
     kind = old[0]
     if kind == "context":
         if old[1] == new[1]:
@@ -243,7 +229,7 @@ def _entry_changes(path: str, old: tuple | None, new: tuple | None) -> list[Chan
     if kind in ("class", "tree"):
         if old[1] == new[1]:
             return []
-        otext, ntext = _entry_text(old), _entry_text(new)
+        otext, ntext = entry_text(old), entry_text(new)
         if kind == "class" and otext == ntext:  # two classes of one name: say which
             otext, ntext = class_names(old[1], new[1])
         elif kind == "tree" and otext == ntext:  # two node types of one name: say which
@@ -252,7 +238,7 @@ def _entry_changes(path: str, old: tuple | None, new: tuple | None) -> list[Chan
     _, oshape, odtype, oweak, oshard = old
     _, nshape, ndtype, nweak, nshard = new
     changes = []
-    otext, ntext = _aval_text(oshape, odtype, oweak), _aval_text(nshape, ndtype, nweak)
+    otext, ntext = aval_text(oshape, odtype, oweak), aval_text(nshape, ndtype, nweak)
     if oshape != nshape:  # one change per leaf: its text shows the dtype too
         changes.append(Change(path, "shape", otext, ntext))
     elif odtype != ndtype:
@@ -262,20 +248,6 @@ def _entry_changes(path: str, old: tuple | None, new: tuple | None) -> list[Chan
     if oshard != nshard:
         changes.append(Change(path, "sharding", str(oshard), str(nshard)))
     return changes
-
-
-def _entry_text(entry: tuple | None, absent: str = "absent") -> str:
-    if entry is None:
-        return absent
-    kind = entry[0]
-    if kind == "leaf":
-        return _aval_text(entry[1], entry[2], entry[3])
-    if kind == "class":
-        return entry[1].__qualname__
-    if kind == "tree":  # already text (a plain str of it): clip it, do not quote it
-        text = str(entry[1])
-        return text if len(text) <= 80 else text[:79] + "…"
-    return short(entry[1])
 
 
 def diff(old: dict[str, tuple], new: dict[str, tuple]) -> list[Change]:
@@ -294,7 +266,20 @@ def diff(old: dict[str, tuple], new: dict[str, tuple]) -> list[Change]:
     changes = [c for c in changes if c not in passing or c.path not in changed]
     if any(c.path == "jax_enable_x64" for c in changes):  # 32 ↔ 64 bits follow from it
         changes = [c for c in changes if not (c.kind == "dtype" and _widened(old.get(c.path), new.get(c.path)))]
+    # a node of one type whose keys or length changed: the paths added or removed say it (as
+    # sf.watch does: d['b']: absent → f32[3]), not two tree texts
+    changes = [c for c in changes if not (c.kind == "structure" and _same_node(old.get(c.path), new.get(c.path))
+                                          and any(_below(d.path, c.path) for d in changes))]
     return _drop_redundant(changes)
+
+
+def _same_node(a: tuple | None, b: tuple | None) -> bool:
+    return (a is not None and b is not None and a[0] == b[0] == "tree"
+            and getattr(a[1], "types", ())[:1] == getattr(b[1], "types", ())[:1] != ())
+
+
+def _below(path: str, top: str) -> bool:
+    return path != top and path.startswith(top) and path[len(top)] in ".["
 
 
 _WIDER = {"float32": "float64", "int32": "int64", "uint32": "uint64", "complex64": "complex128"}
@@ -311,10 +296,7 @@ def _widened(a: tuple | None, b: tuple | None) -> bool:
 def _drop_redundant(changes: list[Change]) -> list[Change]:
     """A structure change at a path explains the changes below it; keep the top one."""
     tops = [c.path for c in changes if c.kind == "structure"]
-    return [
-        c for c in changes
-        if not any(c.path != t and c.path.startswith(t) and c.path[len(t)] in ".[" for t in tops)
-    ]
+    return [c for c in changes if not any(_below(c.path, t) for t in tops)]
 
 
 def _distance(old: dict[str, tuple], new: dict[str, tuple]) -> int:

@@ -94,7 +94,8 @@ def function_change(old: Any, new: Any) -> tuple[str, str, str] | None:
 def closure_change(old: Any, new: Any) -> tuple[str, str, str] | None:
     """(old text, new text, hint) for two closures a factory built (``make_rollout(env)``,
     one code, values captured): which factory, and the captured names whose values differ
-    (all of them where ``old`` is ``None``); ``None`` for a function that captures nothing."""
+    (all of them where ``old`` is ``None``); ``None`` for a function that captures nothing,
+    or the very values ``old`` captured."""
     new = getattr(new, "__func__", new)
     cells, qualname = getattr(new, "__closure__", None), getattr(new, "__qualname__", "") or ""
     if not cells or ".<locals>." not in qualname:
@@ -103,6 +104,8 @@ def closure_change(old: Any, new: Any) -> tuple[str, str, str] | None:
     names = new.__code__.co_freevars
     before = getattr(getattr(old, "__func__", old), "__closure__", None)
     differ = [n for n, a, b in zip(names, before, cells) if _cell(a) is not _cell(b)] if before else []
+    if before and not differ:  # the same values captured again: a function made again (NEW_CLOSURE)
+        return None
     captured = ", ".join(differ or names)
     return (f"an earlier closure of {factory}", f"another closure of {factory} (captures {captured})",
             CLOSURE.format(factory=factory, name=(differ or names)[0]))

@@ -242,7 +242,7 @@ def _show(entry: Any) -> str:
     if isinstance(entry, Leaf):
         return entry.show()
     if isinstance(entry, Node):
-        return entry.type_name
+        return "None" if entry.type_name == "NoneType" else entry.type_name  # as sf.Recompile says it
     return short(entry.value)
 
 
