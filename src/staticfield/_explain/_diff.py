@@ -266,10 +266,10 @@ def diff(old: dict[str, tuple], new: dict[str, tuple]) -> list[Change]:
     changes = [c for c in changes if c not in passing or c.path not in changed]
     if any(c.path == "jax_enable_x64" for c in changes):  # 32 ↔ 64 bits follow from it
         changes = [c for c in changes if not (c.kind == "dtype" and _widened(old.get(c.path), new.get(c.path)))]
-    # a node of one type whose keys or length changed: the paths added or removed say it (as
-    # sf.watch does: d['b']: absent → f32[3]), not two tree texts
+    # a node of one type whose keys or length changed: the few paths added or removed say it
+    # (as sf.watch does: d['b']: absent → f32[3]), not two tree texts
     changes = [c for c in changes if not (c.kind == "structure" and _same_node(old.get(c.path), new.get(c.path))
-                                          and any(_below(d.path, c.path) for d in changes))]
+                                          and 0 < sum(_below(d.path, c.path) for d in changes) <= 4)]
     return _drop_redundant(changes)
 
 
