@@ -25,6 +25,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 import jax
 
 from .._core._anyleaves import ARRAY_LEAVES, AnyLeaves
+from .._core._compat import Tracer
 from .._core._display import sharding_text, short_dtype
 
 HINT_HELD_STATIC = (
@@ -252,7 +253,7 @@ def placement(x: Any) -> str:
 def commitment(x: Any) -> str:
     """A concrete jax.Array's commitment (JAX keys its programs by it): ``committed to
     cpu:0`` (``jax.device_put(x, device)``), ``uncommitted`` (made by jnp); else ''."""
-    if not isinstance(x, jax.Array) or isinstance(x, jax.core.Tracer):
+    if not isinstance(x, jax.Array) or isinstance(x, Tracer):
         return ""
     try:
         if not x.committed:
