@@ -15,7 +15,8 @@ Under an outer ``jax.jit`` nothing is lowered during the call (the batched progr
 inlined into the outer one), so nothing more counts.
 
 Imports: ``_core`` (``_compat``) and ``_explain`` (describing the call). Called by
-``_miss`` (each variant front's miss handler is wrapped) and ``_programs``.
+``_miss`` (each variant front's miss handler is wrapped); it hands each compile to the
+engine's ``transformed_program`` (``_programs``) and its tracker.
 """
 
 from __future__ import annotations
