@@ -57,10 +57,14 @@ def test_kind_weak_type():
 
 
 def test_kind_structure():
-    """A changed container structure is kind 'structure', reported once at the top."""
+    """A changed container structure is kind 'structure', reported once: a dict key added at
+    the key (as sf.watch says it), a container of another type at the top."""
     f = sf.jit(lambda state: jax.tree_util.tree_leaves(state)[0])
     f({"a": jnp.ones(1)})
     f({"a": jnp.ones(1), "b": jnp.ones(1)})
+    (change,) = f.recompiles[-1].changes
+    assert change.path == "state['b']" and change.kind == "structure"
+    f([jnp.ones(1), jnp.ones(1)])
     (change,) = f.recompiles[-1].changes
     assert change.path == "state" and change.kind == "structure"
 
@@ -245,9 +249,9 @@ def test_shape_and_weak_type_change_on_one_leaf_is_one_line():
 def test_structure_text_is_not_quoted():
     """Structure changes print the tree structure as text, not as a quoted string."""
     f = sf.jit(lambda d: 0)
-    f({"a": jnp.ones(1)})
-    f({"a": jnp.ones(1), "b": jnp.ones(1)})
-    assert changes(f) == [("d", "structure", "PyTreeDef({'a': *})", "PyTreeDef({'a': *, 'b': *})")]
+    f((jnp.ones(1),))
+    f([jnp.ones(1)])
+    assert changes(f) == [("d", "structure", "PyTreeDef((*,))", "PyTreeDef([*])")]
 
 
 def test_static_argument_left_to_its_default():

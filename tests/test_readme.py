@@ -73,3 +73,19 @@ def test_readme_quick_start_type_checks(checker: str, tmp_path: Path):
                str(tmp_path / ".mypy_cache"), str(source)]
     result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_readme_and_quick_start_link_which_knob_first():
+    """docs/which.md is the first documentation link of the README and of docs/index.md's
+    "Where next"."""
+    docs = README.read_text().split("## Documentation", 1)[1]
+    assert re.findall(r"\]\((docs/[\w/.-]+)\)", docs)[0] == "docs/which.md"
+    where_next = (README.parent / "docs" / "index.md").read_text().split("## Where next", 1)[1]
+    assert re.findall(r"\]\(([\w/.-]+)\)", where_next)[0] == "which.md"
+
+
+def test_readme_says_make_test_needs_the_package_index_and_disk():
+    """make test downloads from the package index into .venv: the README says so, and how much disk."""
+    text = README.read_text()
+    assert "package index" in text
+    assert re.search(r"about \d+(\.\d+)? GB of disk", text)

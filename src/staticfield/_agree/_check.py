@@ -266,7 +266,7 @@ def _difference(published: dict[tuple[int, int], dict], mine: dict[str, list], m
     lines = []
     for process in missing:
         if process not in latest:
-            lines.append(f"process {process} has made no program of it yet.")
+            lines.append(f"process {process} has made no program of it yet")  # (one full stop, below)
             continue
         other = latest[process][1].get("entries", {})
         for path in sorted(set(mine) | set(other)):

@@ -138,11 +138,21 @@ def _walk(value: Any, path: str, out: dict[str, tuple], any_leaves: bool = False
 SETTINGS = ("jax_enable_x64", "jax_numpy_dtype_promotion", "jax_default_matmul_precision")
 
 
-def describe(names: list[str], args: tuple, kwargs: dict, static_pos: frozenset, static_names: frozenset) -> dict[str, tuple]:
-    """A flat description of everything the cache key depends on, by path."""
+def arg_name(names: list[str], i: int, star: str | None = None) -> str:
+    """Positional argument ``i`` by its parameter: ``k``, or ``rest[0]`` past the named ones
+    into ``*rest`` (``args[i]`` only where the function has no signature to read)."""
+    if i < len(names):
+        return names[i]
+    return f"{star}[{i - len(names)}]" if star else f"args[{i}]"
+
+
+def describe(names: list[str], args: tuple, kwargs: dict, static_pos: frozenset, static_names: frozenset,
+             star: str | None = None) -> dict[str, tuple]:
+    """A flat description of everything the cache key depends on, by path (``star``: the
+    name of the function's ``*args`` parameter, if any)."""
     out: dict[str, tuple] = {name: ("context", getattr(jax.config, name, None)) for name in SETTINGS}
     for i, value in enumerate(args):
-        name = names[i] if i < len(names) else f"args[{i}]"
+        name = arg_name(names, i, star)
         if i in static_pos:
             out[name] = ("static_arg", value)
         else:

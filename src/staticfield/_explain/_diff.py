@@ -15,12 +15,15 @@ from typing import Any
 import numpy as np
 
 from ._describe import PASSING as _PASSING
+from ._transform import TRANSFORM, transform_changes
+from ._text import aval_text, entry_text
+from ._text import short as short  # (the program store's misses read values so too)
 from ._names import NEW_CLOSURE, class_names, function_change, qualified, types_apart
-from .._core._display import short_dtype
 from .._core._identity import difference
 from .._core._keys import keyable
 
-KINDS = ("static", "shape", "dtype", "weak_type", "structure", "sharding", "static_arg", "context", "bucket")
+KINDS = ("static", "shape", "dtype", "weak_type", "structure", "sharding", "committed", "static_arg", "context",
+         "bucket")
 
 _NO_CHANGE = (
     "JAX's caches were cleared (jax.clear_caches() or .clear_cache()), or a setting "
@@ -47,6 +50,11 @@ _HINT_TYPE = (
     "purpose (they can trace differently); convert before the call, e.g. {conv}({name})"
 )
 
+HINT_STATIC_TO_TRACED = (
+    "a value that is not an array is static under static=\"auto\" (keyed by value), an array is "
+    "traced: pass one kind on every call, e.g. jnp.asarray({name}) each time"
+)
+
 _HINT_FUNCTION = NEW_CLOSURE
 _HINT_ORDER = (
     "same elements, another order (the same items in another order): iteration order is part of a static value (a trace "
@@ -64,7 +72,8 @@ class Change:
     """One difference between a trace and the closest earlier one.
 
     ``kind`` is one of ``"static"``, ``"shape"``, ``"dtype"``, ``"weak_type"``,
-    ``"structure"``, ``"sharding"``, ``"static_arg"``, ``"context"`` (a JAX setting of the
+    ``"structure"``, ``"sharding"``, ``"committed"`` (an array placed on a device, or not),
+    ``"static_arg"``, ``"context"`` (a JAX setting of the
     trace context, ``path`` its name), ``"bucket"``; ``old``/``new`` are short strings.
     ``read`` says, for a ``deps="read"`` method, where it read this static
     (``"read at model.py:14"``); it is empty otherwise. A ``"bucket"`` change (``buckets=``)
@@ -86,7 +95,8 @@ class Change:
             new, old = (v if v.startswith("exact") else f"bucket {v}" for v in (self.new, self.old))
             return f"{self.path}: {self.rows} → {new} (was {old})"
         kind = f"{self.kind}; {self.read}" if self.read else self.kind
-        text = f"{self.path}: {self.old} → {self.new} ({kind})"
+        new = self.new[len("batch "):] if self.path == "vmap" and self.old.startswith("batch ") else self.new
+        text = f"{self.path}: {self.old} → {new} ({kind})"  # vmap: batch 4 → 8
         return f"{text}\n    {self.hint}" if self.hint else text
 
 
@@ -115,21 +125,6 @@ class Recompile:
         if not self.changes:
             return f": no argument differs from an earlier compile ({self.note or _NO_CHANGE})"
         return " because:\n" + "\n".join(f"  {c}" for c in self.changes)
-
-
-def short(value: Any, limit: int = 60) -> str:
-    if isinstance(value, types.FunctionType):
-        text = f"<function {value.__qualname__} at {id(value):#x}>"
-    else:
-        try:
-            text = repr(value)
-        except Exception:
-            text = f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _aval_text(shape: tuple, dtype: Any, weak: bool) -> str:
-    return f"{'weak ' if weak else ''}{short_dtype(dtype)}[{','.join(map(str, shape))}]"
 
 
 def _same_static(a: Any, b: Any) -> bool:
@@ -221,12 +216,16 @@ def _passing_changes(old: tuple | None, new: tuple | None) -> list[Change]:
 def _entry_changes(path: str, old: tuple | None, new: tuple | None) -> list[Change]:
     if path == _PASSING:
         return _passing_changes(old, new)
+    if TRANSFORM in (old or ("",))[0:1] + (new or ("",))[0:1]:  # jax.vmap around the call
+        return [Change(*found) for found in transform_changes(path, old, new)]
     if (old is None and new is not None and new[0] == "static_arg") or (
         new is None and old is not None and old[0] == "static_arg"
     ):
-        return [Change(path, "static_arg", _entry_text(old, "(default)"), _entry_text(new, "(default)"))]
+        return [Change(path, "static_arg", entry_text(old, "(default)"), entry_text(new, "(default)"))]
     if old is None or new is None or old[0] != new[0]:
-        return [Change(path, "structure", _entry_text(old), _entry_text(new))]
+        kinds = {old[0] if old else "", new[0] if new else ""}
+        hint = HINT_STATIC_TO_TRACED.format(name=path.rpartition(".")[2]) if kinds == {"static_arg", "leaf"} else ""
+        return [Change(path, "structure", entry_text(old), entry_text(new), hint)]
     kind = old[0]
     if kind == "context":
         if old[1] == new[1]:
@@ -239,7 +238,7 @@ def _entry_changes(path: str, old: tuple | None, new: tuple | None) -> list[Chan
     if kind in ("class", "tree"):
         if old[1] == new[1]:
             return []
-        otext, ntext = _entry_text(old), _entry_text(new)
+        otext, ntext = entry_text(old), entry_text(new)
         if kind == "class" and otext == ntext:  # two classes of one name: say which
             otext, ntext = class_names(old[1], new[1])
         elif kind == "tree" and otext == ntext:  # two node types of one name: say which
@@ -248,7 +247,7 @@ def _entry_changes(path: str, old: tuple | None, new: tuple | None) -> list[Chan
     _, oshape, odtype, oweak, oshard = old
     _, nshape, ndtype, nweak, nshard = new
     changes = []
-    otext, ntext = _aval_text(oshape, odtype, oweak), _aval_text(nshape, ndtype, nweak)
+    otext, ntext = aval_text(oshape, odtype, oweak), aval_text(nshape, ndtype, nweak)
     if oshape != nshape:  # one change per leaf: its text shows the dtype too
         changes.append(Change(path, "shape", otext, ntext))
     elif odtype != ndtype:
@@ -258,20 +257,6 @@ def _entry_changes(path: str, old: tuple | None, new: tuple | None) -> list[Chan
     if oshard != nshard:
         changes.append(Change(path, "sharding", str(oshard), str(nshard)))
     return changes
-
-
-def _entry_text(entry: tuple | None, absent: str = "absent") -> str:
-    if entry is None:
-        return absent
-    kind = entry[0]
-    if kind == "leaf":
-        return _aval_text(entry[1], entry[2], entry[3])
-    if kind == "class":
-        return entry[1].__qualname__
-    if kind == "tree":  # already text (a plain str of it): clip it, do not quote it
-        text = str(entry[1])
-        return text if len(text) <= 80 else text[:79] + "…"
-    return short(entry[1])
 
 
 def diff(old: dict[str, tuple], new: dict[str, tuple]) -> list[Change]:
@@ -290,7 +275,20 @@ def diff(old: dict[str, tuple], new: dict[str, tuple]) -> list[Change]:
     changes = [c for c in changes if c not in passing or c.path not in changed]
     if any(c.path == "jax_enable_x64" for c in changes):  # 32 ↔ 64 bits follow from it
         changes = [c for c in changes if not (c.kind == "dtype" and _widened(old.get(c.path), new.get(c.path)))]
+    # a node of one type whose keys or length changed: the few paths added or removed say it
+    # (as sf.watch does: d['b']: absent → f32[3]), not two tree texts
+    changes = [c for c in changes if not (c.kind == "structure" and _same_node(old.get(c.path), new.get(c.path))
+                                          and 0 < sum(_below(d.path, c.path) for d in changes) <= 4)]
     return _drop_redundant(changes)
+
+
+def _same_node(a: tuple | None, b: tuple | None) -> bool:
+    return (a is not None and b is not None and a[0] == b[0] == "tree"
+            and getattr(a[1], "types", ())[:1] == getattr(b[1], "types", ())[:1] != ())
+
+
+def _below(path: str, top: str) -> bool:
+    return path != top and path.startswith(top) and path[len(top)] in ".["
 
 
 _WIDER = {"float32": "float64", "int32": "int64", "uint32": "uint64", "complex64": "complex128"}
@@ -307,10 +305,7 @@ def _widened(a: tuple | None, b: tuple | None) -> bool:
 def _drop_redundant(changes: list[Change]) -> list[Change]:
     """A structure change at a path explains the changes below it; keep the top one."""
     tops = [c.path for c in changes if c.kind == "structure"]
-    return [
-        c for c in changes
-        if not any(c.path != t and c.path.startswith(t) and c.path[len(t)] in ".[" for t in tops)
-    ]
+    return [c for c in changes if not any(_below(c.path, t) for t in tops)]
 
 
 def _distance(old: dict[str, tuple], new: dict[str, tuple]) -> float:

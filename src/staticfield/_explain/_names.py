@@ -8,6 +8,9 @@ two values                                      old → new                     
 ==============================================  ================================  ==========
 functions, one code, one name (a closure or     an earlier function object →      NEW_CLOSURE
 lambda made again)                              a new function object, same code
+closures of one factory, with captured values   an earlier closure of make_step →  CLOSURE
+(``make_step(env)``)                            another closure of make_step
+                                                (captures env)
 functions of different names (a library's       max_norm → rms_norm               CHOICE
 factory: one code object, two names)
 functions of one name, different code           <lambda> (m.py:3) →               CHOICE
@@ -32,6 +35,11 @@ SAME_CODE = ("an earlier function object", "a new function object, same code")
 NEW_CLOSURE = (
     "a new function object with the same code (a lambda or closure made on each call) "
     "compares by identity; define it once and reuse it, e.g. at module level"
+)
+CLOSURE = (
+    "each function {factory} builds captures its values and compares by identity, so each one "
+    "built compiles its own program; build it once per value and keep it (a dict by `{name}`, "
+    "or functools.lru_cache on {factory}), or pass `{name}` to the jitted function as an argument"
 )
 CHOICE = (
     "each function is a static value of its own (compared by identity), so each one "
@@ -79,8 +87,35 @@ def function_change(old: Any, new: Any) -> tuple[str, str, str] | None:
     if ma != mb:  # one name in two modules
         return f"{ma}.{a}", f"{mb}.{b}", CHOICE
     if getattr(old, "__code__", None) is getattr(new, "__code__", None):
-        return (*SAME_CODE, NEW_CLOSURE)
+        return closure_change(old, new) or (*SAME_CODE, NEW_CLOSURE)
     return f"{_local(a)} ({_where(old)})", f"{_local(b)} ({_where(new)})", CHOICE  # where each was written
+
+
+def closure_change(old: Any, new: Any) -> tuple[str, str, str] | None:
+    """(old text, new text, hint) for two closures a factory built (``make_rollout(env)``,
+    one code, values captured): which factory, and the captured names whose values differ
+    (all of them where ``old`` is ``None``); ``None`` for a function that captures nothing,
+    or the very values ``old`` captured."""
+    new = getattr(new, "__func__", new)
+    cells, qualname = getattr(new, "__closure__", None), getattr(new, "__qualname__", "") or ""
+    if not cells or ".<locals>." not in qualname:
+        return None
+    factory = _local(qualname.rpartition(".<locals>.")[0])
+    names = new.__code__.co_freevars
+    before = getattr(getattr(old, "__func__", old), "__closure__", None)
+    differ = [n for n, a, b in zip(names, before, cells) if _cell(a) is not _cell(b)] if before else []
+    if before and not differ:  # the same values captured again: a function made again (NEW_CLOSURE)
+        return None
+    captured = ", ".join(differ or names)
+    return (f"an earlier closure of {factory}", f"another closure of {factory} (captures {captured})",
+            CLOSURE.format(factory=factory, name=(differ or names)[0]))
+
+
+def _cell(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell
+        return None
 
 
 def _instances(func: Any, a: type, b: type) -> tuple[str, str, str]:

@@ -10,7 +10,8 @@ paths: ``_hitpath`` (helpers, ``Cls.method(obj, ...)`` and ``deps="read"``'s),
 ``_hitpath_jit`` (what ``sf.jit`` returns, and its hit path), ``_hitpath_static`` (static
 arguments). ``_bound`` makes ``obj.method`` (bound once, a pytree); ``_variant`` is one
 variant's ``jax.jit`` and what JAX is told of the user's function; ``_tracker`` holds the
-counters, budgets and recompile events; ``_args`` resolves ``jax.jit``'s options against
+counters, budgets and recompile events; ``_transformed`` counts the programs JAX compiles
+of a variant under a transformation applied outside it (an eager ``jax.vmap``); ``_args`` resolves ``jax.jit``'s options against
 a signature; ``_hints`` adds hints to a failed trace; ``_deps_args`` is ``deps="read"``
 with static arguments; ``_agreement`` the engine's side of agreement between processes;
 ``_auto`` is ``static="auto"``'s hit path and ``_auto_plan`` what a call shape becomes on

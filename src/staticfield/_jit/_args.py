@@ -41,6 +41,15 @@ def signature_parts(
     return positional, dict(params), var_pos, var_kw
 
 
+def star_name(fn: Callable) -> str | None:
+    """The name of ``fn``'s ``*args`` parameter (``rest`` in ``f(x, *rest)``), or ``None``."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    return next((p.name for p in params if p.kind is inspect.Parameter.VAR_POSITIONAL), None)
+
+
 def call_signature(fn: Callable) -> inspect.Signature:
     """The parameters a call of ``fn`` must match: ``fn``'s own, not those of a function
     it wraps (a ``functools.wraps`` wrapper may add parameters), except that a plain

@@ -75,6 +75,8 @@ class AutoJit:
                     key = (key, tuple(map(leaf_key, shape.strict(leaves))))
                 front = shape.fronts[key]
             except Exception:  # noqa: BLE001 - a new shape or key, an unhashable or odd static: the miss
+                front = None
+            if front is None:  # (outside the except: the user's errors carry no lookup as context)
                 return self._miss(args, kwargs, leaves, treedef)
             out = front(*shape.dynamic(leaves))
             if out.__class__ is Restore:  # outputs with non-array leaves: put them back (no call)

@@ -37,7 +37,7 @@ from .._core._errors import article
 from .._core._registry import SPECS
 from .._core._traceback import hide
 from .._deps._share import Deps, check_deps
-from ._args import check_jit_kwargs, qualname, resolve_donation, resolve_static
+from ._args import check_jit_kwargs, qualname, resolve_donation, resolve_static, star_name
 from ._deps_args import RestDeps
 from ._fronts import Fronts
 from ._hitpath import deps_bound_call, deps_method_call, front_miss, general_call, method_call, plain_positional
@@ -95,6 +95,7 @@ class JitFunction(Fronts, Misses, Tracing, Programs):
         self.method = method
         self.variants: dict[Any, tuple[Any, tuple]] = {}
         self.executables: set[int] = set()  # ids of the programs the variants' fronts ran (cache_size)
+        self.transformed = 0  # programs compiled under a transformation applied outside (_transformed)
         self.fastpath: dict[tuple, Any] = {}  # a variant front's answers by call signature (_remembered)
         self.tracker = Tracker(name, max_compiles, warn_compiles, self.live_entries)
         self._lock = threading.Lock()
@@ -102,6 +103,7 @@ class JitFunction(Fronts, Misses, Tracing, Programs):
         self._deferring = threading.local()  # .pending: (vkey, tickets) while the store traces
         self._bound_signature: inspect.Signature | None = None
         self.names, self.static_pos, self.static_names = resolve_static(fn, jit_kwargs)
+        self.star = star_name(fn)  # its *args parameter: positional arguments past names are star[i]
         self._jit_kwargs = {k: v for k, v in jit_kwargs.items() if k not in _OWN_KWARGS}
         self._jit_kwargs.update(resolve_donation(fn, self._jit_kwargs))
         self.has_static = bool(self.static_pos or self.static_names)

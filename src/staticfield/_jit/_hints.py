@@ -21,6 +21,7 @@ import re
 from typing import Any
 
 import jax
+import numpy as np
 
 from .._core._compat import traced_call
 from .._core._registry import SPECS, is_instance
@@ -33,6 +34,15 @@ HINT = (
     "traces it and its value is unknown while tracing. A value used as a Python int, bool, shape or in control "
     "flow must be static: mark it `{field}: sf.Static[{ann}]` (each distinct value then "
     "compiles once), or compute with it using jax.lax / jnp operations."
+)
+
+
+HINT_ARRAY = (
+    "staticfield: `{path}` is read from `{field}`, a dynamic array field of {cls}, so jax.jit "
+    "traces it and its value is unknown while tracing: Python control flow cannot branch on it. "
+    "A jax array cannot be static; branch inside the program with jnp.where(...) or "
+    "jax.lax.cond(...), or keep the Python value that decides the branch in a static field "
+    "(`flag: sf.Static[bool]`)."
 )
 
 
@@ -80,7 +90,17 @@ def _hint(path: str, values: dict[str, Any]) -> str | None:
         obj = obj.__dict__[name]
     if owner is None or field is None or field in owner.static_set:
         return None
+    if _is_array_annotation(owner.by_name[field].type):  # never advised into sf.Static[...]
+        return HINT_ARRAY.format(path=path, cls=owner.cls.__qualname__, field=field)
     return HINT.format(path=path, cls=owner.cls.__qualname__, field=field, ann=_annotation(owner, field))
+
+
+def _is_array_annotation(ann: Any) -> bool:
+    """An array type (``jax.Array``, ``np.ndarray``, ``"jax.Array"``, ``Float[Array, "n"]``)."""
+    if isinstance(ann, type):
+        return issubclass(ann, (jax.Array, np.ndarray))
+    text = ann if isinstance(ann, str) else repr(ann)
+    return any(word in text for word in ("Array", "ndarray"))
 
 
 def _annotation(spec: Any, name: str) -> str:
@@ -155,3 +175,59 @@ def scalar_fields(python: dict[int, str], values: dict[str, Any]) -> list[str]:
     for name, value in values.items():
         walk(value, name)
     return lines
+
+
+# ----- a note on an error that wants an integer, where a static held a float
+_WANTS_INT = re.compile(r"integ|interpreted as an int|must be an int", re.IGNORECASE)
+FLOAT_NOTE = (
+    "staticfield: {what} is a Python {kind} ({value!r}), and this error wants an integer (a "
+    "shape, a pad width, a size, an index): {fix}"
+)
+_FLOAT_FIELD_FIX = "make it `{field}: sf.Static[int]` and pass an int, or convert where it is used (int(self.{field}))"
+_FLOAT_ARG_FIX = "pass an int, or convert where it is used (int({name}))"
+
+
+def add_float_note(exc: BaseException, names: list[str], args: tuple, kwargs: dict, static_pos: Any,
+                   static_names: Any) -> None:
+    """If ``exc`` wants an integer (``pad_width must be of integral type``) and a static field
+    of an instance in the call, or a static argument, holds a float, add a note (PEP 678)
+    naming it (the class, the field, its type) and the fix: JAX's words name nothing."""
+    try:
+        if not _WANTS_INT.search(str(exc)):
+            return
+        lines: list[str] = []
+        values = {**dict(zip(names, args)), **kwargs}
+        for i, name in enumerate(names[: len(args)]):
+            if (i in static_pos or name in static_names) and _is_float(values[name]):
+                lines.append(FLOAT_NOTE.format(what=f"the static argument `{name}`", kind=_kind(values[name]),
+                                               value=values[name], fix=_FLOAT_ARG_FIX.format(name=name)))
+        for name, value in values.items():
+            _float_fields(value, lines)
+        for line in lines[:4]:
+            exc.add_note(line)
+    except Exception:  # noqa: BLE001 - a note must never replace the user's error
+        return
+
+
+def _float_fields(value: Any, lines: list[str], depth: int = 0) -> None:
+    spec = SPECS.get(type(value))
+    if spec is None or depth > 8:
+        return
+    d = value._staticfield_dict
+    for field in spec.static_names:
+        if _is_float(d[field]):
+            lines.append(FLOAT_NOTE.format(what=f"{spec.cls.__qualname__}.{field}, a static field,",
+                                           kind=_kind(d[field]), value=d[field],
+                                           fix=_FLOAT_FIELD_FIX.format(field=field)))
+    for field in spec.dynamic_names:
+        for leaf in jax.tree_util.tree_leaves(d[field], is_leaf=is_instance):
+            if type(leaf) in SPECS:
+                _float_fields(leaf, lines, depth + 1)
+
+
+def _is_float(value: Any) -> bool:
+    return isinstance(value, (float, np.floating))
+
+
+def _kind(value: Any) -> str:
+    return "float" if type(value) is float else type(value).__name__

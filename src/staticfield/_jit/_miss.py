@@ -11,7 +11,8 @@ program store (``_store.stored``), behind a C++ front of its own (``_fronts``).
 
 Imports: ``_core`` (keys, ``SPECS``, the cached flatten), ``_store`` (``stored``,
 ``StoredJit``), ``_deps`` (for types), ``_agreement``, ``_auto_plan``, ``_variant`` and
-``_traced`` (the store's hooks, and the chain of explanations). Called by the hit paths
+``_traced`` (the store's hooks, and the chain of explanations), ``_transformed`` (compiles
+under a transformation applied outside). Called by the hit paths
 on a miss (``_hitpath``, ``_bound``, ``_fronts``), by ``_programs`` and by ``sf.warmup``.
 """
 
@@ -26,11 +27,13 @@ from .._core._keys import StaticArgKey
 from .._core._registry import SPECS
 from .._core._state import flat
 from .._deps._share import Deps
+from .._explain._describe import arg_name
 from .._store import StoredJit, stored
 from ._agreement import agreeing
 from ._args import qualname
 from ._auto_plan import AutoKey, signature_of
 from ._traced import VariantHooks, chain
+from ._transformed import watching
 from ._variant import Split, StaticArg, make_jitted
 
 
@@ -43,6 +46,7 @@ class Misses:
     fast: bool
     method: bool
     names: list
+    star: str | None
     static_pos: Any
     static_names: Any
     deps: Any  # deps="read" without static arguments: its Deps, or None
@@ -191,10 +195,12 @@ class Misses:
         """The variant's ``jax.jit`` (see ``_variant``), its recompiles explained as
         ``deps="read"`` and buckets rewrite them."""
         auto = signature_of(vkey, self.auto_signature) if isinstance(vkey, AutoKey) else None
+        spec = self.bucket_spec
         explain = chain(deps.explain if deps is not None else None,
-                        self.bucket_spec.explain if self.bucket_spec is not None else None)
+                        chain(spec.explain, _without(spec.mask)) if spec is not None else None)
+        auto_call = functools.partial(vkey.user_call, self.auto_signature) if auto is not None else None
         return make_jitted(self.fn, layout, static_kwargs, functools.partial(self._traced, vkey), self._jit_kwargs,
-                           self.static_pos, explain, auto)
+                           self.static_pos, explain, auto, auto_call)
 
     def _variant_front(self, jitted: Any, deps: Deps | None, base: Any) -> Any:
         """``jitted`` behind a C++ front of its own (``jitted`` itself on a JAX without one)."""
@@ -205,7 +211,9 @@ class Misses:
         # What it lowers is one program on every process of a job (_core._lowering).
         miss = _lowering.alike(miss)
         # Its first run of a program prepared ahead (sf.warmup, precompile) agrees between processes.
-        front = self.make_front(jitted, agreeing(self, jitted, miss, deps, base))
+        # A call under a transformation applied outside (an eager jax.vmap) misses every time:
+        # the programs JAX compiles of this variant meanwhile count (_transformed).
+        front = self.make_front(jitted, agreeing(self, jitted, watching(self, jitted, miss), deps, base))
         if front is None:
             return jitted
         front.__sf_jit__ = jitted
@@ -218,7 +226,7 @@ class Misses:
         return (self.deps, vkey) if self.rest_deps is None else self.rest_deps.of(vkey)
 
     def _arg_name(self, i: int) -> str:
-        return self.names[i] if i < len(self.names) else f"args[{i}]"
+        return arg_name(self.names, i, self.star)
 
     def _static_key(self, value: Any, name: str) -> Any:
         try:
@@ -230,3 +238,11 @@ class Misses:
                 f"{type(value).__name__}, so it cannot be part of the jit cache key. Pass a "
                 "tuple/frozenset or an @sf.dataclass instance, or make it a traced argument."
             ) from None
+
+
+def _without(name: str | None) -> Callable[[list], list] | None:
+    """``sf.watch``'s changes without those of the argument ``name`` (``mask="valid"``'s
+    ``valid``, which staticfield passes: never a change of the user's)."""
+    if not name:
+        return None
+    return lambda changes: [c for c in changes if c.path.split(".", 1)[0].split("[", 1)[0] != name]

@@ -39,6 +39,7 @@ class Programs:
     deps_front: Any  # deps="read": obj.method's C++ dispatch, or None
     static_fronts: list  # per static-argument hit path: its C++ fronts by static values
     executables: set
+    transformed: int  # programs compiled under a transformation applied outside (_transformed)
     fastpath: dict  # a variant front's answers by call signature (_remembered)
     bucket_spec: Any  # buckets=: its BucketSpec, or None
 
@@ -135,6 +136,7 @@ class Programs:
             _front.clear(front)
         self.executables.clear()
         self.fastpath.clear()
+        self.transformed = 0
         self.tracker.programs_cleared()
 
     def fronts(self) -> list[Any]:
@@ -171,13 +173,26 @@ class Programs:
         # a JAX without fronts).
         if self.executables and not sum(_front.cache_size(f) for f in self.fronts()):
             self.executables.clear()  # JAX dropped every entry (jax.clear_caches())
-        return len(self.executables) + sum(
+        return len(self.executables) + self.transformed + sum(
             j._cache_size() if isinstance(j, StoredJit) else _compat.cache_size(j) for j in self.programs())
+
+    def transformed_program(self, description: dict) -> None:
+        """JAX is about to compile a program of a variant under a transformation applied
+        outside it (``_transformed``): a compile of this function, explained against the
+        closest earlier one, budgeted (the one in progress is live), refused by
+        ``sf.no_compiles()`` (then nothing compiles), counted."""
+        self.transformed += 1
+        try:
+            ticket = self.tracker.begin(description)
+        except BaseException:
+            self.transformed -= 1
+            raise
+        self.tracker.commit(ticket)
 
     def live_entries(self) -> int:
         """Every entry JAX's C++ caches keep for this function (a trace in progress has
         one already): what ``max_compiles`` forgives when JAX drops programs."""
-        return sum(_front.cache_size(f) for f in self.fronts()) + sum(
+        return self.transformed + sum(_front.cache_size(f) for f in self.fronts()) + sum(
             j._cache_size() if isinstance(j, StoredJit) else _compat.cache_size(j) for j in self.programs())
 
 

@@ -30,7 +30,7 @@ from .._explain import _describe
 from .._store import Hooks
 from ._agreement import publish, publish_traced
 from ._auto_plan import AutoKey, partition_out
-from ._hints import add_hint, add_note
+from ._hints import add_float_note, add_hint, add_note
 
 logger = logging.getLogger("staticfield")
 
@@ -49,6 +49,7 @@ class Tracing:
     traced_fn: Callable[..., Any]  # the user's function (with buckets=, the bucket body)
     method: bool
     names: list
+    star: str | None
     static_pos: Any
     static_names: Any
     variants: dict
@@ -103,6 +104,7 @@ class Tracing:
             self.tracker.abort(ticket)
             add_hint(exc, self.names, args, kwargs)
             add_note(exc, self.names, args, kwargs, self.static_pos, self.static_names, dyn)
+            add_float_note(exc, self.names, args, kwargs, self.static_pos, self.static_names)
             raise
         self._settle(vkey, ticket, deferred)
         return out
@@ -111,9 +113,13 @@ class Tracing:
         """Step 1: the call's arguments by user path (``None`` if that fails: tracking must
         never break the user's call)."""
         try:
-            shown = kwargs if self.bucket_spec is None else {k: v for k, v in kwargs.items() if k != ROWS_KW}
-            return (_describe.describe(self.names, args, shown, self.static_pos, self.static_names)
-                    if dyn is None else vkey.describe(dyn))
+            spec = self.bucket_spec  # buckets=: its own arguments (the rows, mask="valid"'s mask) are no change
+            shown = kwargs if spec is None else {k: v for k, v in kwargs.items() if k not in (ROWS_KW, spec.mask)}
+            described = (_describe.describe(self.names, args, shown, self.static_pos, self.static_names, self.star)
+                         if dyn is None else vkey.describe(dyn))
+            if spec is not None and spec.mask:
+                described = {p: e for p, e in described.items() if p.split(".", 1)[0].split("[", 1)[0] != spec.mask}
+            return described
         except Exception as exc:  # tracking must never break the user's call
             logger.warning("staticfield could not describe the arguments of %s (%s: %s); "
                            "the call goes on", self.tracker.function, type(exc).__name__, exc)

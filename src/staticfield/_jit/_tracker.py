@@ -211,6 +211,12 @@ class Tracker:
                 self._remember(ticket.description)  # later compiles are explained against it
             self.load_count += 1
 
+    def remember(self, description: dict[str, tuple]) -> None:
+        """A program of a trace already counted (its program under a transformation):
+        later compiles are explained against it."""
+        with self._lock:
+            self._remember(description)
+
     def programs_cleared(self) -> None:
         """``clear_cache()``: the budget counts live programs from here; the history stays."""
         with self._lock:

@@ -20,6 +20,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 
 from ._args import qualname
+from .._core._anyleaves import AnyLeaves
 from .._core._deep import rebuild
 from .._core._spec import Spec
 from .._core._state import flat
@@ -91,6 +92,7 @@ def make_jitted(
     static_pos: frozenset,
     explain: Callable[[list], list] | None = None,
     signature: inspect.Signature | None = None,
+    auto_call: Callable[[tuple], tuple[tuple, dict]] | None = None,
 ) -> Any:
     """``jax.jit`` of ``fn`` for one layout; ``traced(args, kwargs)`` runs the user's
     function with tracking, given the rebuilt arguments. ``explain`` (``deps="read"``)
@@ -108,7 +110,11 @@ def make_jitted(
             return traced(rebuild(dyn), kwargs)
 
     def user_call(dyn: tuple, kwargs: dict) -> UserCall:
-        """What the user called, for JAX's ``(dyn, kwargs)``: for ``sf.watch``'s explanations."""
+        """What the user called, for JAX's ``(dyn, kwargs)``: for ``sf.watch``'s explanations
+        (``static="auto"``: each argument as its ``AnyLeaves``, non-array leaves static)."""
+        if auto_call is not None:
+            args, kw = auto_call(dyn)
+            return UserCall(fn, tuple(_any(a) for a in args), {k: _any(v) for k, v in kw.items()}, (), ())
         statics = dict(static_kwargs)
         return UserCall(fn, rebuild(dyn), {**kwargs, **statics}, tuple(sorted(static_pos)), tuple(statics))
 
@@ -122,6 +128,8 @@ def make_jitted(
     tracker = getattr(getattr(getattr(traced, "func", None), "__self__", None), "tracker", None)
     if tracker is not None:  # sf.watch: why a compile it saw first was a recompile here
         inner.__sf_recompiles__ = lambda: tracker.recompiles  # type: ignore[attr-defined]
+        # and which wrapper compiled (two wrappers of one function explain their own compiles)
+        inner.__sf_wrapper__ = id(tracker)  # type: ignore[attr-defined]
     if signature is None:  # (static="auto" gives its own: see _auto_plan.signature_of)
         signature = user_signature(fn, layout)
     if signature is not None:
@@ -130,6 +138,11 @@ def make_jitted(
     if "in_shardings" in kwargs:
         kwargs["in_shardings"] = split_in_shardings(kwargs["in_shardings"], layout, static_pos)
     return jax.jit(inner, **kwargs)
+
+
+def _any(value: Any) -> AnyLeaves:
+    """A ``static="auto"`` argument as ``sf.watch`` describes it: non-array leaves static."""
+    return AnyLeaves(value, [], None)  # type: ignore[arg-type]
 
 
 def split_in_shardings(in_shardings: Any, layout: dict[int, Any], static_pos: frozenset) -> Any:

@@ -65,29 +65,38 @@ class Compiles:
         # The user's function object: staticfield makes one jax.jit per static variant,
         # not the user's doing, so its functions are told apart by the user's function.
         ident = user_fun if user_call is not None else fun
-        if not eager and not entry.padding:
+        # An sf wrapper's compiles are explained against its own only: two wrappers of one
+        # function (other bucket_sizes=, other options) each have a first compile.
+        wrapper = getattr(fun, "__sf_wrapper__", None)
+        owner = id(ident) if wrapper is None else wrapper
+        first_of_wrapper = (wrapper is not None and bool(entry.compiles) and wrapper not in entry._owners
+                            and entry.seen(ident))
+        if not eager and not entry.padding and not first_of_wrapper:
             if entry.compiles:
                 seen = stand_in or entry.seen(ident) or all(o is None for o in entry._owners)
                 own = not entry.note and seen
-                earlier = [d if not own or o is None or o == id(ident) else None
+                earlier = [d if not own or o is None or o == owner else None
                            for d, o in zip(entry._descriptions, entry._owners)]
                 changes = _diff.closest(earlier, description)[1]
                 explain = getattr(fun, "__sf_explain__", None)  # deps="read": by what was read
                 if explain is not None:
                     changes = explain(changes)
                 if not entry.note and not own:
-                    changes.insert(0, _diff.new_function(ident, entry._bound))
+                    changes.insert(0, _diff.new_function(ident, entry._bound, entry._functions))
                 if all(entry._transformed):  # compiled only for transformations before
                     changes = [_diff.transformation(into=False)]
             if not stand_in:
                 entry.remember(ident)
-        record = Compile(len(entry.compiles) + 1, call_site(), changes, via=via(), inside=outer)
+        elif first_of_wrapper:
+            entry.remember(ident)
+        record = Compile(len(entry.compiles) + 1, call_site(), changes, via=via(), inside=outer,
+                         first=first_of_wrapper)
         recompiles = getattr(fun, "__sf_recompiles__", None)
         if recompiles is not None and not changes:
             record.history = (recompiles, len(recompiles()))
         entry.compiles.append(record)
         entry._descriptions.append(description)
-        entry._owners.append(None if stand_in else id(ident))
+        entry._owners.append(None if stand_in else owner)
         entry._flat.append(None)
         entry._transformed.append(False)
         if not eager:

@@ -25,6 +25,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 import jax
 
 from .._core._anyleaves import ARRAY_LEAVES, AnyLeaves
+from .._core._compat import Tracer
 from .._core._display import sharding_text, short_dtype
 
 HINT_HELD_STATIC = (
@@ -39,6 +40,7 @@ class Leaf(NamedTuple):
     weak_type: bool
     sharding: str
     scalar: str = ""  # the Python type passed (``float``), for a Python scalar
+    committed: str = ""  # a jax.Array's: ``committed to cpu:0`` or ``uncommitted``
 
     def show(self) -> str:
         return f"{short_dtype(self.dtype)}[{','.join(map(str, self.shape))}]"  # f32[3], as JAX
@@ -154,7 +156,8 @@ def _walk(x: Any, path: str, out: Description, static_leaf: Callable | None,
     """Describe ``x`` at ``path``; a leaf ``static_leaf`` holds static is ``Static(*held)``."""
     if isinstance(x, jax.Array) and static_leaf is None:  # the common leaf, without a flatten
         aval = x.aval
-        out[path] = Leaf(tuple(aval.shape), _dtype_name(aval.dtype), aval.weak_type, placement(x))
+        out[path] = Leaf(tuple(aval.shape), _dtype_name(aval.dtype), aval.weak_type, placement(x), "",
+                         commitment(x))
         return
     if x.__class__ is AnyLeaves:  # a leaves="any" field: its non-array leaves are static
         _walk(x.value, path, out, _not_array, ("static", ""))
@@ -232,7 +235,7 @@ def _leaf(x: Any) -> Any:
     except Exception:
         return Static("static", x)  # not an array: jit would reject it; show its value
     scalar = type(x).__name__ if type(x) in (bool, int, float, complex) else ""
-    return Leaf(shape, dtype, weak, placement(x), scalar)
+    return Leaf(shape, dtype, weak, placement(x), scalar, commitment(x))
 
 
 def placement(x: Any) -> str:
@@ -245,6 +248,22 @@ def placement(x: Any) -> str:
         return ""
     text = sharding_text(s) or ""
     return f"{type(s).__name__}({text})" if getattr(s, "spec", None) is not None else text
+
+
+def commitment(x: Any) -> str:
+    """A concrete jax.Array's commitment (JAX keys its programs by it): ``committed to
+    cpu:0`` (``jax.device_put(x, device)``), ``uncommitted`` (made by jnp); else ''."""
+    if not isinstance(x, jax.Array) or isinstance(x, Tracer):
+        return ""
+    try:
+        if not x.committed:
+            return "uncommitted"
+        devices = list(x.devices())
+    except Exception:
+        return ""
+    if len(devices) == 1:
+        return f"committed to {devices[0].platform}:{devices[0].id}"
+    return f"committed to {len(devices)} devices"
 
 
 def flat_args(args: tuple, dbg: Any) -> Description:

@@ -13,9 +13,9 @@ import enum
 import functools
 from typing import Any, Callable, Sequence
 
-from .._explain._diff import Change, type_hint
-from .._explain._names import (CHOICE, SAME_CODE, another_instance, class_names, function_change,
-                               is_callable_value)
+from .._explain._diff import HINT_STATIC_TO_TRACED, Change, type_hint
+from .._explain._names import (CHOICE, SAME_CODE, another_instance, class_names, closure_change,
+                               function_change, is_callable_value)
 from ._describe import Description, Leaf, Node, Static, one_line, short
 
 HINTS = {
@@ -47,6 +47,11 @@ HINTS = {
         "to a few sizes (buckets) so that it takes few values"
     ),
     "sharding": "inputs with another sharding compile again; device_put them with one sharding",
+    "committed": (
+        "an array placed with jax.device_put(x, device) is committed to its device, one made by "
+        "jnp or np is not, and JAX compiles each apart; make the inputs the same way on every "
+        "call (jax.device_put every one, or none)"
+    ),
     "node type": (
         "another class of the same name is another pytree node type, so its programs are "
         "its own; expected when several classes (two environments' State) pass through"
@@ -132,6 +137,8 @@ def _entry_changes(path: str, a: Any, b: Any) -> list[Change]:
             out.append(Change(path, "weak_type", a.show_weak(), b.show_weak(), HINTS["weak_type"]))
         if a.sharding and b.sharding and a.sharding != b.sharding:
             out.append(Change(path, "sharding", a.sharding, b.sharding, HINTS["sharding"]))
+        if not out and a.committed and b.committed and a.committed != b.committed:
+            out.append(Change(path, "committed", a.committed, b.committed, HINTS["committed"]))
         return out
     if isinstance(a, Static) and isinstance(b, Static) and a.kind == b.kind:
         if _same(a.value, b.value):
@@ -143,6 +150,11 @@ def _entry_changes(path: str, a: Any, b: Any) -> list[Change]:
     if isinstance(a, Node) and isinstance(b, Node) and a.node_type is not b.node_type \
             and a.type_name == b.type_name and isinstance(a.node_type, type) and isinstance(b.node_type, type):
         return [Change(path, "structure", *class_names(a.node_type, b.node_type), HINTS["node type"])]
+    if isinstance(a, Static) and isinstance(b, Leaf) or isinstance(a, Leaf) and isinstance(b, Static):
+        kinds = {a.kind if isinstance(a, Static) else "", b.kind if isinstance(b, Static) else ""}
+        if "static_arg" in kinds:  # static="auto": a Python value, then an array (as sf.Recompile says)
+            text = [x.show_weak().split(" (")[0] if isinstance(x, Leaf) else _show(x) for x in (a, b)]
+            return [Change(path, "structure", *text, HINT_STATIC_TO_TRACED.format(name=path.rpartition(".")[2]))]
     if a != b:
         return [Change(path, "structure", _show(a), _show(b), HINTS["structure"])]
     return []
@@ -230,7 +242,7 @@ def _show(entry: Any) -> str:
     if isinstance(entry, Leaf):
         return entry.show()
     if isinstance(entry, Node):
-        return entry.type_name
+        return "None" if entry.type_name == "NoneType" else entry.type_name  # as sf.Recompile says it
     return short(entry.value)
 
 
@@ -266,12 +278,19 @@ def closest(earlier: Sequence[Description | None], new: Description) -> tuple[in
     return best
 
 
-def new_function(fun: Callable, earlier: list) -> Change:
-    """The function object compiled is not one compiled before (``earlier``): a method bound
-    to another instance of a plain class says so; else a new object with the same code."""
+def new_function(fun: Callable, earlier: list, functions: Any = ()) -> Change:
+    """The function object compiled is not one compiled before (``earlier``: the methods
+    compiled, ``functions``: the function objects): a method bound to another instance of a
+    plain class says so, another closure of a factory names what it captures; else a new
+    object with the same code."""
     named = another_instance(fun, earlier)
     if named is not None:
         return Change("(the function)", "new function", *named)
+    code = getattr(getattr(fun, "__func__", fun), "__code__", None)
+    before = next((f for f in list(functions) if getattr(f, "__code__", None) is code), None)
+    closure = closure_change(before, fun)  # make_rollout(env) for another env
+    if closure is not None:
+        return Change("(the function)", "new function", *closure)
     return Change("(the function)", "new function", *SAME_CODE, HINTS["new function"])
 
 

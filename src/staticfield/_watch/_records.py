@@ -36,6 +36,7 @@ class Compile:
     compiled_later: bool = False
     store: str = ""  # with a program store set: why it had no program for this compile
     inside: str = ""  # the function whose trace this one began inside, if any
+    first: bool = False  # the first compile of another sf wrapper of the function (other options)
     # sf functions: (their recompiles(), how many there were when this trace began), so a
     # compile this watcher saw first but staticfield counted as a recompile says why
     history: Any = dataclasses.field(default=None, repr=False, compare=False)
@@ -43,7 +44,7 @@ class Compile:
     def take_history(self) -> None:
         """No change of its own to name: take the one staticfield's counters recorded."""
         history, self.history = self.history, None
-        if history is not None and not self.changes:
+        if history is not None and not self.changes and not self.first:
             events = history[0]()[history[1]:]
             if events:
                 self.changes = list(events[0].changes)

@@ -107,7 +107,10 @@ def _function_lines(f: Any) -> list[str]:
             lines += wrap(f"#{c.number}{at}: traced by {c.via}, not compiled", "    ", "  ")
             continue
         first, compiled_before = not compiled_before, True
-        if first and not c.changes:
+        if c.first and not c.changes:
+            lines += wrap(f"#{c.number}{at}: first compile of another wrapper of this function (its own "
+                          "options, e.g. other bucket_sizes=)", "    ", "  ")
+        elif first and not c.changes:
             lines += wrap(f"#{c.number}{at}: first compile", "    ", "  ")
         elif not c.changes:
             lines += wrap(f"#{c.number}{at}: {_no_change(f)}", "    ", "  ")

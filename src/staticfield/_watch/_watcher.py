@@ -165,7 +165,8 @@ class watch(Compiles):
         if current is None:
             return None
         record, _, entry = current
-        return entry.name, record.call_site, record.changes if record.number > 1 else None, entry.eager
+        changes = record.changes if record.number > 1 and not record.first else None
+        return entry.name, record.call_site, changes, entry.eager
 
     def description_in_progress(self, program: str) -> tuple[str, str, dict] | None:
         """This thread's trace being compiled as ``program``: its function's name and

@@ -3,7 +3,7 @@
 ``jax.jit(obj.method)`` on a plain class closes over ``self``: its arrays are
 baked into the program as constants, so after ``obj.w`` changes the call still
 returns the old answer. Making ``self`` hashable by hand fails, since jax arrays
-are unhashable. An ``@sf.dataclass`` passes ``self`` to jit as a pytree, so
+are unhashable. An ``sf.Struct`` passes ``self`` to jit as a pytree, so
 results follow the values; its instances also work as ``static_argnums`` of plain
 ``jax.jit``, where equal instances reuse the program and new values recompile.
 """
@@ -72,7 +72,7 @@ def run():
         hash_error = f"{type(err).__name__}: {err}"
     print(f"  hash(HashedModel(w)) raises {hash_error}")
 
-    print("@sf.dataclass with @sf.jit_method:")
+    print("sf.Struct with @sf.jit_method:")
     model, results = Model(w_old), []
     for label in (f"w={w_old}", f"after sf.replace(model, w={w_new})"):
         count = Model.predict.compile_count
@@ -86,7 +86,7 @@ def run():
     jit_method_results = [float(r) for r in results]
     print(f"  Model.predict.compile_count = {Model.predict.compile_count}")
 
-    print("@sf.dataclass instance as static_argnums of plain jax.jit:")
+    print("sf.Struct instance as static_argnums of plain jax.jit:")
     static_results, previous = [], None
     for w in (w_old, jnp.array([1.0, 2.0]), w_new):
         count = len(TRACES)

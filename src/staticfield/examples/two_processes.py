@@ -37,9 +37,8 @@ from jax.sharding import PartitionSpec as P  # noqa: E402
 import staticfield as sf  # noqa: E402
 
 
-@sf.dataclass
-class Scaler:
-    n: int = sf.static(default=2)
+class Scaler(sf.Struct):
+    n: sf.Static[int] = 2
 
     @sf.jit_method
     def total(self, batch):
