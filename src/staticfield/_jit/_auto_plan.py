@@ -245,6 +245,8 @@ class Restore(property):
     ``property`` only for its C constructor and attributes: JAX's unflatten
     (``Restore(out, dynamic)``) and flatten (an ``attrgetter``) run no Python frame."""
 
+    __sf_trace_only__ = True  # the program store finds such a program by its trace only
+
     def value(self) -> Any:
         """The output as the function returned it."""
         out = self.fget
