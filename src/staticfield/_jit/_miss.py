@@ -28,7 +28,8 @@ from .._deps._share import Deps
 from .._store import StoredJit, stored
 from ._agreement import agreeing
 from ._args import qualname
-from ._auto_plan import AutoKey, signature_of, variant_options
+from ._auto_options import variant_options
+from ._auto_plan import AutoKey, signature_of
 from ._traced import VariantHooks, chain
 from ._variant import Split, StaticArg, make_jitted
 
