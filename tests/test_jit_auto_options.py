@@ -12,6 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import staticfield as sf
 
@@ -69,6 +71,26 @@ def test_donation_reaches_star_args_kwargs_and_instance_fields():
     p, r1, r2, c, d = P(jnp.ones(3)), jnp.ones(3), jnp.ones(3), jnp.ones(3), jnp.ones(3)
     np.testing.assert_array_equal(g(p, r1, r2, c=c, d=d)[0], jnp.full(3, 5.0))
     assert [v.is_deleted() for v in (p.w, r1, r2, c, d)] == [True, False, True, True, False]
+
+
+def _three(n, a, b, c):
+    return a * n, b * n, c * n  # as many outputs as arrays: every donated buffer is usable
+
+
+@settings(max_examples=12, deadline=None)
+@given(named=st.sets(st.sampled_from("abc")), by_name=st.booleans(),
+       keywords=st.lists(st.sampled_from("abc"), unique=True))
+def test_donation_property(named, by_name, keywords):
+    """Whatever is named (by position or name) and however the call passes the arrays
+    (positionally or by keyword), exactly the named arrays are deleted."""
+    options = ({"donate_argnames": tuple(sorted(named))} if by_name
+               else {"donate_argnums": tuple(1 + "abc".index(x) for x in sorted(named))})
+    f = sf.jit(_three, static="auto", **options)
+    arrays = {x: jnp.full(3, float(i)) for i, x in enumerate("abc")}
+    positional = [arrays[x] for x in "abc"[:min(("abc".index(k) for k in keywords), default=3)]]
+    out = f(2, *positional, **{x: arrays[x] for x in "abc"[len(positional):]})
+    np.testing.assert_array_equal(out[2], jnp.full(3, 4.0))
+    assert {x for x, v in arrays.items() if v.is_deleted()} == named
 
 
 # ----- **kwargs and *args carry arrays and statics like named parameters --------------------
