@@ -171,6 +171,12 @@ def test_a_tuple_or_dict_of_functions_and_arrays_in_a_check_false_field():
     assert [(c.path, c.kind) for c in g.recompiles[-1].changes] == [("s.options[0]", "static")]
     h = sf.jit(lambda s, x: s.options["f"](x) if s.options["flag"] else x, static="auto")
     np.testing.assert_array_equal(h(Solver({"f": jnp.sin, "flag": True}, X), X), jnp.sin(X))
+    # a check=False instance inside another's field (Kvaerno5(root_finder=Chord(...))), in a tuple
+    k, k_traces = _counted(lambda s, x: _apply(s.options[0], x) + s.w)
+    outer = Solver((Solver((jnp.sin, 2.0), jnp.ones(3)), None), jnp.zeros(3))
+    np.testing.assert_array_equal(k(outer, X), jnp.sin(X) * 2.0)
+    k(sf.replace(outer, w=jnp.ones(3)), X)
+    assert k_traces[0] == 1
 
 
 class _Operator:
