@@ -226,3 +226,16 @@ def test_dm_tree_rebuilds_an_instance_with_a_user_written_init():
     out = tree.map_structure(lambda v: v + 1 if isinstance(v, jax.Array) else v, m)
     assert isinstance(out, Model) and out.w.tolist() == [3.0, 3.0, 3.0] and out.size == 3
     assert Model({"w": jnp.zeros(2), "size": 2}).w.tolist() == [0.0, 0.0]
+
+
+def test_another_fields_unresolvable_annotation_leaves_field_names_readable():
+    """Only the first field's annotation decides: a later field annotated with a name that
+    does not resolve here (imported under TYPE_CHECKING) does not turn Cls(mapping) into
+    the first field's value."""
+
+    class Cfg(sf.Struct, mappable=True):
+        w: jax.Array
+        extra: "NotDefinedAnywhere" = sf.static(default=None)  # noqa: F821
+
+    c = Cfg({"w": jnp.ones(2), "extra": 3})
+    assert c.extra == 3 and c.w.tolist() == [1.0, 1.0]

@@ -97,10 +97,16 @@ _KINDS: weakref.WeakKeyDictionary[type, tuple] = weakref.WeakKeyDictionary()
 def _first_kinds(spec: Any) -> Any:
     """The classes the first field's annotation names (a tuple), or ``_ANY``."""
     name = spec.names[0]
-    try:
-        hint = typing.get_type_hints(spec.cls, include_extras=False).get(name, typing.Any)
-    except Exception:  # noqa: BLE001 - an annotation that does not resolve matches anything
-        return _ANY
+    hint = spec.by_name[name].type
+    owner = next((k for k in spec.cls.__mro__ if name in k.__dict__.get("__annotations__", {})), spec.cls)
+    module = sys.modules.get(owner.__module__)
+    for _ in range(3):  # resolved alone (another field's unresolvable annotation is no matter);
+        if not isinstance(hint, str):  # a quoted name under `from __future__ import annotations` twice
+            break
+        try:
+            hint = eval(hint, dict(vars(module)) if module else {}, dict(vars(owner)))  # noqa: S307
+        except Exception:  # noqa: BLE001 - an annotation that does not resolve matches anything
+            return _ANY
     out: list[type] = []
     todo = [hint]
     while todo:
