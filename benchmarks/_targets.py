@@ -189,6 +189,6 @@ def evaluate(results: Results) -> list[Target]:
     ours, theirs, plain = (g(auto.AUTO, "", n) for n in (auto.OURS, auto.EQX, auto.PLAIN))
     out.append(Target(f"static=\"auto\" hit on a Newton solve: {auto.OURS} / {auto.EQX}", 0.6, True,
                       _ratio(ours, theirs), _why((auto.OURS, ours), (auto.EQX, theirs))))
-    out.append(Target(f"static=\"auto\" hit on a Newton solve: {auto.OURS} / {auto.PLAIN}", 2.0, True,
+    out.append(Target(f"static=\"auto\" hit on a Newton solve: {auto.OURS} / {auto.PLAIN}", 1.3, True,
                       _ratio(ours, plain), _why((auto.OURS, ours), (auto.PLAIN, plain))))
     return out

@@ -255,3 +255,104 @@ def test_abstract_class_is_refused_on_every_call():
             except TypeError as err:
                 assert cls.__name__ in str(err) and "apply" in str(err)
     assert built == []
+
+
+# ----- abstractness decided at instantiation, never at class creation ------------------------
+def test_a_class_variable_set_by_a_hook_after_super_makes_the_class_concrete():
+    """A base whose __init_subclass__ sets the abstract class variable after
+    super().__init_subclass__() (when the class is already decorated): its subclasses are
+    concrete; the base itself is still refused."""
+
+    class Base(sf.Struct):
+        term_structure: sf.AbstractClassVar[str]
+        w: jax.Array
+
+        def __init_subclass__(cls, **kwargs):
+            super().__init_subclass__(**kwargs)
+            cls.term_structure = cls.__name__.lower()
+
+    class Euler(Base):
+        pass
+
+    class Heun(Euler):
+        order: int = sf.static(default=2)
+
+    assert Euler(jnp.ones(1)).term_structure == "euler"
+    assert Heun(jnp.ones(1)).order == 2
+    with pytest.raises(TypeError, match=r"Base: .*`term_structure`"):
+        Base(jnp.ones(1))
+
+
+def test_a_metaclass_that_sets_a_class_variable_after_the_class_is_made():
+    """A library's metaclass (deriving from type, as sf.Struct's metaclass is type) that
+    defines the abstract class variable after type.__new__ (so after decoration)."""
+
+    class Meta(type):
+        def __new__(mcs, name, bases, ns, **kwargs):
+            cls = super().__new__(mcs, name, bases, ns, **kwargs)
+            if name != "Base":
+                cls.tableau = (1, 2)
+            return cls
+
+    class Base(sf.Struct, metaclass=Meta):
+        tableau: sf.AbstractClassVar[tuple]
+        w: jax.Array
+
+    class Concrete(Base):
+        pass
+
+    assert type(Concrete) is Meta and Concrete(jnp.ones(1)).tableau == (1, 2)
+    with pytest.raises(TypeError, match=r"Base: .*`tableau`"):
+        Base(jnp.ones(1))
+
+
+def _typechecked(cls):
+    """A jaxtyping-style class decorator (its import hook applies one to every class): it
+    wraps __init__ in a function of its own, which does not carry the wrapped one's marks."""
+    init = cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        __init__.calls += 1
+        init(self, *args, **kwargs)
+
+    __init__.calls = 0
+    __init__.__wrapped__ = init
+    cls.__init__ = __init__
+    return cls
+
+
+def test_an_init_wrapper_over_an_abstract_base_leaves_subclasses_concrete():
+    """The abstract base's __init__ wrapped by a type-checking decorator: a concrete
+    subclass that defines the abstract variable (as a field) and the method builds; the
+    base is still refused."""
+
+    @_typechecked
+    class AbstractSRK(sf.Struct):
+        c_mid: sf.AbstractVar[float]
+        w: jax.Array
+
+        @abc.abstractmethod
+        def step(self, x): ...
+
+    @_typechecked
+    class ShARK(AbstractSRK):
+        c_mid: float = sf.static(default=0.5)
+
+        def step(self, x):
+            return x * self.c_mid
+
+    @_typechecked
+    class SRA1(AbstractSRK):  # inherits the wrapped __init__, defines c_mid as a property
+        @property
+        def c_mid(self):
+            return 0.25
+
+        def step(self, x):
+            return x
+
+    s = ShARK(jnp.ones(1))
+    assert s.c_mid == 0.5 and s.step(2.0) == 1.0
+    assert SRA1(jnp.ones(1)).c_mid == 0.25
+    for _ in range(3):
+        with pytest.raises(TypeError, match=r"AbstractSRK\b.*\b(c_mid|step)\b"):
+            AbstractSRK(jnp.ones(1))

@@ -497,3 +497,37 @@ def test_jaxpr_in_a_checked_field_gives_the_advice_that_works():
         fn: object
 
     assert Fine(jaxpr).fn is jaxpr
+
+
+def test_an_unhashable_object_that_is_not_a_pytree_gets_the_fix_that_works_first():
+    """A frozen dataclass of NumPy arrays (unhashable, not a pytree: a solver's tableau) in
+    a dynamic field: the first error says sf.field(leaves="any"), never sf.static() (which
+    would refuse it as unhashable and point back); following it works."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Tableau:
+        a: np.ndarray
+        b: np.ndarray
+
+    tab = Tableau(np.ones(2), np.zeros(2))
+
+    class Solver(sf.Struct):
+        tableau: Tableau
+
+    for value, where in ((tab, r"Solver\.tableau"), ((jnp.ones(1), tab), r"Solver\.tableau\[1\]")):
+        with pytest.raises(TypeError) as info:
+            Solver(value)
+        text = str(info.value)
+        assert re.search(where + ": a Tableau", text) and "unhashable" in text
+        assert 'tableau: Tableau = sf.field(leaves="any")' in text and "sf.static()" not in text
+
+    class Marked(sf.Struct):  # the other order: static first, then the fix that works
+        tableau: Tableau = sf.static()
+
+    with pytest.raises(TypeError, match=r"unhashable.*a dynamic field declared `sf\.field\(leaves=\"any\"\)`"):
+        Marked(tab)
+
+    class Fixed(sf.Struct):
+        tableau: Tableau = sf.field(leaves="any")
+
+    assert Fixed(tab).tableau is tab

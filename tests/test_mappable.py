@@ -171,3 +171,71 @@ def test_a_mappable_instance_in_a_static_field_stays_itself():
         cfg: sf.Static[Cfg]
 
     assert type(Holder(Cfg()).cfg) is Cfg
+
+
+# ----- positional arguments: a value or field names (DESIGN.md, mappable=True) -------------
+class Inner(sf.Struct, mappable=True):
+    step: jax.Array
+    mode: sf.Static[str] = "a"
+
+
+class Outer(sf.Struct, mappable=True):
+    inner: Inner
+
+
+class Twin(sf.Struct, mappable=True):
+    """Its first field's value is a mapping whose keys are all Twin's field names."""
+
+    first: "Pair"
+    second: int = 0
+
+
+class Pair(sf.Struct, mappable=True):
+    first: jax.Array
+    second: int = 1
+
+
+def test_a_mappable_instance_as_the_first_field_is_its_value():
+    """Outer(Inner(...)) sets Outer's one field (Inner's keys are not Outer's fields); a
+    mapping whose keys are all field names but that is an instance of the first field's
+    annotated type (a string annotation, resolved) is that field's value too."""
+    inner = Inner(jnp.ones(2))
+    assert Outer(inner).inner is inner
+    assert jax.tree.map(lambda x: x + 1, Outer(inner)).inner.step.tolist() == [2.0, 2.0]
+    pair = Pair(jnp.ones(1), 5)
+    twin = Twin(pair)
+    assert twin.first is pair and twin.second == 0
+    assert Twin({"first": pair, "second": 3}).second == 3  # a plain dict: field names
+
+
+def test_dm_tree_rebuilds_an_instance_with_a_user_written_init():
+    """A user-written __init__ (taking other arguments) is kept; dm-tree's map_structure
+    rebuilds instances through the field-wise constructor, never through it."""
+    tree = pytest.importorskip("tree")
+
+    class Model(sf.Struct, mappable=True):
+        w: jax.Array
+        size: sf.Static[int]
+
+        def __init__(self, size, scale=1.0):
+            self.w = jnp.full(size, scale)
+            self.size = size
+
+    m = Model(3, scale=2.0)
+    assert m.w.tolist() == [2.0, 2.0, 2.0] and m.size == 3
+    out = tree.map_structure(lambda v: v + 1 if isinstance(v, jax.Array) else v, m)
+    assert isinstance(out, Model) and out.w.tolist() == [3.0, 3.0, 3.0] and out.size == 3
+    assert Model({"w": jnp.zeros(2), "size": 2}).w.tolist() == [0.0, 0.0]
+
+
+def test_another_fields_unresolvable_annotation_leaves_field_names_readable():
+    """Only the first field's annotation decides: a later field annotated with a name that
+    does not resolve here (imported under TYPE_CHECKING) does not turn Cls(mapping) into
+    the first field's value."""
+
+    class Cfg(sf.Struct, mappable=True):
+        w: jax.Array
+        extra: "NotDefinedAnywhere" = sf.static(default=None)  # noqa: F821
+
+    c = Cfg({"w": jnp.ones(2), "extra": 3})
+    assert c.extra == 3 and c.w.tolist() == [1.0, 1.0]

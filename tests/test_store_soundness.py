@@ -179,6 +179,44 @@ def test_static_auto_programs_load_in_a_fresh_process(tmp_path):
     assert (other["out"], other["compiles"], other["loads"]) == ([5.0, 5.0], 1, 0)
 
 
+def test_static_auto_outputs_holding_objects_are_found_by_trace_only(tmp_path):
+    """A static="auto" program whose outputs hold a non-array object comes back with the
+    very object the function returned: trust="source" traces for it (then loads the
+    program), never loads it with no trace; array-only outputs load with none."""
+    _write(tmp_path, report=REPORT, user='''
+        import json
+        import jax.numpy as jnp, numpy as np
+        import staticfield as sf
+
+        TRACES = {"objects": 0, "arrays": 0}
+
+        class Stats:
+            pass
+
+        STATS = Stats()
+
+        @sf.jit(static="auto")
+        def objects(x, n):
+            TRACES["objects"] += 1
+            return x * n, {"stats": STATS, "n": n}
+
+        @sf.jit(static="auto")
+        def arrays(x, n):
+            TRACES["arrays"] += 1
+            return x * n
+
+        out, extra = objects(jnp.ones(2), 3)
+        assert extra["stats"] is STATS and extra["n"] == 3
+        arrays(jnp.ones(2), 3)
+        print(json.dumps({"traces": TRACES, "loads": objects.load_count + arrays.load_count,
+                          "out": np.asarray(out).tolist()}))
+    ''')
+    _run(tmp_path, "import user\n", trust="source", check=False)
+    again = _run(tmp_path, "import user\n", trust="source", check=False)
+    assert again["traces"] == {"objects": 1, "arrays": 0}
+    assert (again["loads"], again["out"]) == (2, [3.0, 3.0])
+
+
 def test_a_program_that_calls_back_into_python_says_once_that_it_is_not_kept(tmp_path):
     _write(tmp_path, report=REPORT, user='''
         import warnings

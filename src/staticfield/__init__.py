@@ -42,8 +42,10 @@ from ._warmup import warmup as warmup
 from ._watch._watcher import watch as watch
 
 from ._moved import install as _install_moved
+from ._tree._flax import watch as _watch_flax
 
 _install_moved(__name__)
+_watch_flax()  # flax.serialization knows sf classes, whichever is imported first
 
 __version__ = "0.1.0"
 

@@ -184,6 +184,52 @@ def test_to_state_dict_refuses_keys_that_collide_as_strings():
         sf.to_state_dict(Table({Version(1): np.zeros(1), Version(2): np.ones(1)}))
 
 
+def test_flax_from_state_dict_restores_an_instance_never_a_dict():
+    """flax.serialization's own to_state_dict/from_state_dict (what a flax checkpoint
+    restore calls) round-trip an instance with no registration: the instance comes back,
+    dynamic fields restored, statics from the target, nested in flax-serialized trees too."""
+
+    class AgentState(sf.Struct):  # defined after flax was imported
+        params: Model
+        step: jax.Array
+        name: sf.Static[str] = "agent"
+
+    state = AgentState(_model(), jnp.int32(5), name="a")
+    target = AgentState(_zeros_like(_model()), jnp.int32(0), name="a")
+    saved = serialization.to_state_dict(state)
+    assert isinstance(saved, dict) and set(saved) == {"params", "step"}
+    back = serialization.from_state_dict(target, saved)
+    assert isinstance(back, AgentState) and back == state and back.name == "a"
+    data = serialization.to_bytes({"agent": state, "step": 7})
+    restored = serialization.from_bytes({"agent": target, "step": 0}, data)
+    assert isinstance(restored["agent"], AgentState) and restored["agent"] == state
+
+
+@pytest.mark.parametrize("flax_first", [False, True])
+def test_flax_serialization_knows_sf_classes_whichever_is_imported_first(flax_first):
+    """A fresh process: staticfield imported (and a class made) before flax, or after; an
+    explicit registration (what earlier docs said to write) is still accepted."""
+    import subprocess
+    import sys
+
+    code = (
+        ("import flax.serialization\n" if flax_first else "")
+        + "import jax.numpy as jnp, staticfield as sf\n"
+        "class S(sf.Struct):\n    w: object\n    k: sf.Static[int] = 1\n"
+        "s = S(jnp.ones(2), k=3)\n"
+        "from flax import serialization\n"
+        "assert isinstance(serialization.to_state_dict(s), dict)\n"
+        "back = serialization.from_bytes(S(jnp.zeros(2), k=3), serialization.to_bytes(s))\n"
+        "assert type(back) is S and back == s, back\n"
+        "class T(sf.Struct):\n    w: object\n"
+        "serialization.register_serialization_state(T, sf.to_state_dict, sf.from_state_dict)\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
 def test_to_state_dict_of_a_single_leaf_is_a_type_error():
     """A bare array has no field names to key by: a TypeError that says what to pass."""
     with pytest.raises(TypeError, match=r"sf.to_state_dict: state is a single leaf"):

@@ -5,18 +5,24 @@
 refuse the class, naming the methods. ``AbstractVar[T]`` / ``AbstractClassVar[T]``
 annotations (ours or equinox's, objects or strings) declare a variable that a subclass
 must define: they make no dataclass field (so positional arguments are those of the
-fields alone, as in equinox). A class that leaves an abstract method or variable
-undefined gets an ``__init__`` that refuses, naming them (Python's own check in
-``object.__new__`` is skipped by CPython 3.13's specialized call of a class whose
-metaclass is ``type``, so it cannot be the only one). ``_decorator`` calls ``hide_annotations`` before
+fields alone, as in equinox). Whether a class is abstract is decided at each
+instantiation until one succeeds (then remembered), never only at class creation: a class
+that looks abstract when it is made gets an ``__init__`` that judges the class being
+instantiated again and refuses, naming what is left, while anything is (a class hook or
+metaclass may define a class variable after the class is decorated; a wrapper such as
+jaxtyping's may carry the base's ``__init__`` into a concrete subclass). Python's own
+check in ``object.__new__`` is skipped by CPython 3.13's specialized call of a class
+whose metaclass is ``type``, so it cannot be the only one. ``_decorator`` calls ``hide_annotations`` before
 stdlib ``dataclass`` sees the class and ``install`` after the class is built.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import re
 import sys
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Generic, Iterator, TypeVar
 
 from typing_extensions import Annotated, get_args, get_origin
@@ -146,7 +152,8 @@ def _abstract_methods(cls: type) -> frozenset[str]:
 
 
 def install(cls: type) -> None:
-    """Record what ``cls`` leaves abstract, and make constructing it refuse if anything is."""
+    """Record what ``cls`` leaves abstract now; if anything, its ``__init__`` decides again
+    at each instantiation (see ``_checking_init``)."""
     methods = _abstract_methods(cls)
     if methods or getattr(cls, "__abstractmethods__", None):
         cls.__abstractmethods__ = methods  # type: ignore[misc] # Python refuses the class
@@ -156,11 +163,29 @@ def install(cls: type) -> None:
     if methods or variables or class_variables:
         # Python's own refusal (object.__new__) is skipped by CPython 3.13's specialized
         # class call for a class whose metaclass is plain `type`: refuse in __init__ too.
-        cls.__init__ = _refusing_init(cls, cls.__init__, methods, variables, class_variables)  # type: ignore[misc]
+        cls.__init__ = _checking_init(cls, cls.__init__)  # type: ignore[misc]
 
 
-def _refusing_init(cls: type, init: Callable[..., None], methods: frozenset[str], variables: frozenset[str],
-                   class_variables: frozenset[str]) -> Callable[..., None]:
+# Classes found concrete at an instantiation: never looked at again.
+_CONCRETE: weakref.WeakSet[type] = weakref.WeakSet()
+
+
+def _judge(klass: type) -> None:
+    """Refuse ``klass`` (the class being instantiated) if it is abstract now, naming what
+    it leaves undefined; else remember it as concrete. Decided here, not when the class
+    was made: a class hook may assign a class variable after ``super().__init_subclass__()``
+    (when the class is already decorated), a metaclass after ``type.__new__``."""
+    methods = _abstract_methods(klass)
+    variables, class_variables = _unresolved(klass)
+    if methods or variables or class_variables:
+        raise TypeError(_message(klass, methods, variables, class_variables))
+    if getattr(klass, "__abstractmethods__", None):
+        klass.__abstractmethods__ = frozenset()  # type: ignore[misc]
+    klass.__abstractvars__ = klass.__abstractclassvars__ = frozenset()  # type: ignore[attr-defined]
+    _CONCRETE.add(klass)
+
+
+def _message(cls: type, methods: frozenset[str], variables: frozenset[str], class_variables: frozenset[str]) -> str:
     what = [f"abstract method `{n}`" for n in sorted(methods)]
     what += [f"abstract class variable `{n}` (sf.AbstractClassVar)" for n in sorted(class_variables)]
     what += [f"abstract variable `{n}` (sf.AbstractVar)" for n in sorted(variables)]
@@ -171,12 +196,20 @@ def _refusing_init(cls: type, init: Callable[..., None], methods: frozenset[str]
         how.append("a class variable as `NAME: ClassVar[T] = value`")
     if variables:
         how.append("a variable as a field, a property or a class attribute")
-    message = _errors.ABSTRACT_UNDEFINED.format(
-        cls=cls.__qualname__, what=", ".join(what), how=" and ".join(how))
+    return _errors.ABSTRACT_UNDEFINED.format(cls=cls.__qualname__, what=", ".join(what), how=" and ".join(how))
+
+
+def _checking_init(cls: type, init: Callable[..., None]) -> Callable[..., None]:
+    """``cls.__init__`` for a class that looked abstract when it was made: it judges the
+    class of the instance being built (``cls`` or a subclass that inherits this
+    ``__init__``, also through a wrapper such as jaxtyping's) until one is concrete."""
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         __tracebackhide__ = True
-        raise TypeError(message)
+        klass = self.__class__
+        if klass not in _CONCRETE:
+            _judge(klass)
+        init(self, *args, **kwargs)
 
     # A subclass inherits what the class itself would run (see _decorator._user_init).
     if getattr(init, "__staticfield_custom_init__", False):
@@ -186,4 +219,8 @@ def _refusing_init(cls: type, init: Callable[..., None], methods: frozenset[str]
         __init__.__staticfield_generated__ = True  # type: ignore[attr-defined]
     __init__.__qualname__ = f"{cls.__qualname__}.__init__"
     __init__.__doc__ = init.__doc__
+    try:  # inspect.signature(Cls) of a class found concrete later shows its fields
+        __init__.__signature__ = inspect.signature(init)  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        pass
     return __init__

@@ -56,6 +56,10 @@ def check_dynamic(cls: type, name: str, value: Any) -> None:
         if type(leaf).__name__ in ("Jaxpr", "ClosedJaxpr") and type(leaf).__module__.startswith("jax"):
             raise TypeError(_errors.JAXPR_IN_FIELD.format(
                 where=where, a_type=_errors.article(type(leaf).__name__), field=name, name=cls.__name__))
+        if not _hashable(leaf):  # sf.static() would refuse it too: the fix that works, at once
+            raise TypeError(_errors.UNHASHABLE_DYNAMIC.format(
+                where=where, a_type=_errors.article(type(leaf).__name__), field=name,
+                ann=_annotation(cls, name, value), type=type(leaf).__name__))
         is_fn = callable(leaf) and not isinstance(leaf, type)
         tname = "function" if is_fn else type(leaf).__name__
         if not path:  # the whole value: the field holds this one thing
@@ -65,6 +69,14 @@ def check_dynamic(cls: type, name: str, value: Any) -> None:
         raise TypeError(_errors.BAD_DYNAMIC_LEAF.format(
             cls=cls.__qualname__, where=jax.tree_util.keystr(path), a_type=_errors.article(tname),
             ann=_annotation(cls, name, value), field=name))
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except Exception:  # noqa: BLE001 - a __hash__ that raises anything: unhashable
+        return False
+    return True
 
 
 def _annotation(cls: type, name: str, value: Any) -> str:

@@ -134,7 +134,8 @@ def _build(
     spec.mappable = mappable
     spec.provisional = provisional
     make_init = init and user_init is None
-    generated = generate(spec, initvars, make_init)
+    fieldwise = mappable and user_init is not None  # dm-tree rebuilds it field by field
+    generated = generate(spec, initvars, make_init or fieldwise)
     setattr(cls, SPEC_ATTR, spec)
     if make_init:
         cls.__init__ = generated["__init__"]  # type: ignore[misc]
@@ -155,7 +156,7 @@ def _build(
     if not _has_own_replace(cls) and "replace" not in spec.name_set:
         cls.replace = _instance._replace_method  # type: ignore[attr-defined]
     if mappable:
-        _mapping.install(cls, spec)
+        _mapping.install(cls, spec, generated["__init__"] if fieldwise else None)
     _abstract.install(cls)
     _state.install(spec)
     _deep.install(cls)

@@ -106,6 +106,8 @@ RECURSIVE_STATIC = (
 # the field may hold arrays among other leaves, which a plain dynamic field refuses.
 MIXED_HINT = ' (`sf.field(leaves="any")` if it also holds functions or other non-array leaves)'
 
+OPAQUE_HINT = ' declared `sf.field(leaves="any")` (it keeps the value as it is, keyed by identity under jit)'
+
 UNHASHABLE_STATIC = (
     "{where}: a static value of type {type} is unhashable, so it cannot be part of the "
     "jit cache key. Give {type} value-based __eq__ and __hash__ (for example make it an "
@@ -118,6 +120,15 @@ BAD_DYNAMIC_VALUE = (
     "Mark the field static: `{field}: {ann} = sf.static()` (or annotate it "
     "`sf.Static[{ann}]`), or decorate the class with @sf.dataclass(check=False) to "
     "skip this check."
+)
+
+UNHASHABLE_DYNAMIC = (
+    "{where}: {a_type} is not an array, and it is unhashable, so it can be neither a "
+    "dynamic (traced) nor a static value of `{field}`. Declare the field "
+    "`{field}: {ann} = sf.field(leaves=\"any\")`: the value is kept as it is (its array "
+    "leaves, if it is a pytree, are traced) and under jit its other leaves are static, a "
+    "{type} keyed by identity. To trace the arrays inside a {type}, register {type} as a "
+    "pytree (jax.tree_util.register_dataclass) or make it an @sf.dataclass."
 )
 
 BAD_DYNAMIC_LEAF = (

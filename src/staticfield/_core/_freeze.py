@@ -93,6 +93,8 @@ def _freeze(value: Any, where: str, field: str) -> Any:
         hash(value)
     except Exception:
         mixed = _errors.MIXED_HINT if _holds_arrays(value) else _mixed(where, field)
+        if not mixed and _opaque(value):  # a plain dynamic field refuses it too
+            mixed = _errors.OPAQUE_HINT.format(field=field)
         raise TypeError(
             _errors.UNHASHABLE_STATIC.format(where=where, type=t.__name__, field=field, mixed=mixed)
         ) from None
@@ -125,6 +127,14 @@ def _holds_arrays(value: Any) -> bool:
     """Whether a pytree value (an eqx.Module, a closure-converted function) holds arrays."""
     try:
         return any(isinstance(leaf, (jax.Array, np.ndarray)) for leaf in jax.tree_util.tree_leaves(value))
+    except Exception:  # noqa: BLE001 - only a hint depends on it
+        return False
+
+
+def _opaque(value: Any) -> bool:
+    """Whether ``value`` is one leaf to JAX (not a pytree), and not an atom."""
+    try:
+        return jax.tree_util.all_leaves([value]) and not isinstance(value, (str, bytes, int, float, complex))
     except Exception:  # noqa: BLE001 - only a hint depends on it
         return False
 

@@ -16,7 +16,8 @@ a signature; ``_hints`` adds hints to a failed trace; ``_deps_args`` is ``deps="
 with static arguments; ``_agreement`` the engine's side of agreement between processes;
 ``_auto`` is ``static="auto"``'s hit path and ``_auto_plan`` what a call shape becomes on
 a miss (arguments and outputs partitioned as ``eqx.filter_jit`` does, defaults bound,
-the variant's key); ``_types`` is what type checkers see.
+the variant's key), ``_auto_out`` its outputs' checks and ``_auto_options`` its
+donation in the user's words; ``_types`` is what type checkers see.
 
 A call goes: ``obj.method(x)`` → the binding (``_bound``: a C-level ``partial`` of the
 variant's front, made once per instance) → JAX's C++ dispatch, which on a hit runs the

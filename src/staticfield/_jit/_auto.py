@@ -3,8 +3,8 @@
 jax and NumPy arrays (and NumPy scalars) are traced; every other leaf of an argument (a
 Python bool, int, float or str, a function, an object) is static, keyed by value where
 it is hashable (type-strictly: ``1`` and ``1.0`` compile apart) and by identity
-otherwise; an ``sf`` instance keeps its own static/dynamic split, except that a
-non-array leaf held directly by a field of a ``check=False`` class is static too.
+otherwise; an ``sf`` instance keeps its own static/dynamic split, except that every
+non-array leaf below a field of a ``check=False`` class, however deep, is static too.
 Outputs come back as the function returned them: arrays as arrays, every other leaf as
 the very object. A keyword argument equal to its default keys as the default.
 

@@ -10,9 +10,11 @@ decides everything a hit needs:
   and ``f(x, 256)`` reach one program. Bound once per shape: never on a hit.
 - **which leaves are static**: jax and NumPy arrays (and NumPy scalars, tracers) are
   traced; every other leaf is static, except inside an ``sf`` instance, which keeps its
-  own split (a Python float in a dynamic field is traced) — but a non-array leaf held
-  directly by a field of a ``check=False`` class is static, as ``eqx.filter_jit``
-  makes it (a function in a plain field, a Python bool).
+  own split (a Python float in a dynamic field is traced) — but every non-array leaf
+  anywhere below a field of a ``check=False`` class is static, however deep, as
+  ``eqx.filter_jit`` makes it (a function in a plain field, a Python bool, the
+  ``Jaxpr`` of a closure-converted function inside an equinox Module in a tuple); an
+  ``sf`` instance found there keeps its own split.
 - **C-level getters** (``operator.itemgetter``) that pick, from a call's leaves, its
   static values (the lookup key; floats as ``float.hex``, so ``0.0`` and ``-0.0``
   differ) and its traced leaves in canonical order.
@@ -38,6 +40,7 @@ from .._core._identity import exact_eq
 from .._core._compat import Tracer
 from .._core._registry import SPECS, is_instance
 from .._explain import _describe
+from ._auto_out import OUT_ARRAYS, refuse_tracers
 
 _FREE, _FORCED, _FIELD = 0, 1, 2  # a leaf's place: anywhere, inside an instance, a check=False field
 TRACED, ARG, FIELD = 0, 1, 2  # a canonical leaf: traced, an argument's static, a check=False field's
@@ -70,12 +73,9 @@ def _places(value: Any, out: list[int], inside: bool) -> None:
                 for leaf in child.dynamic:
                     _places(leaf, out, True) if type(leaf) in SPECS else out.append(_FORCED)
                 continue
-            leaves, treedef = jax.tree_util.tree_flatten(child, is_leaf=is_instance)
-            if treedef.num_nodes == 1 and leaves and type(leaves[0]) not in SPECS:  # the field's value is a leaf
-                out.append(_FIELD if not spec.check else _FORCED)
-                continue
-            for leaf in leaves:
-                _places(leaf, out, True) if type(leaf) in SPECS else out.append(_FORCED)
+            own = _FIELD if not spec.check else _FORCED  # check=False: every leaf below, however deep
+            for leaf in jax.tree_util.tree_leaves(child, is_leaf=is_instance):
+                _places(leaf, out, True) if type(leaf) in SPECS else out.append(own)
         return
     for leaf in jax.tree_util.tree_leaves(value, is_leaf=is_instance):
         _places(leaf, out, inside) if type(leaf) in SPECS else out.append(_FORCED if inside else _FREE)
@@ -131,9 +131,9 @@ class AutoKey:
         return out
 
 
-def signature_of(key: AutoKey, sig: inspect.Signature) -> inspect.Signature:
+def signature_of(key: AutoKey, sig: inspect.Signature, donating: bool = False) -> inspect.Signature:
     """What JAX is told of the variant's function: the user's parameters (each as a plain
-    one: a ``**kwargs`` dict is named ``kwargs['k']``), binding the traced leaves as the
+    one, so that JAX names a ``**kwargs`` entry ``kwargs['k']`` and counts its leaves), binding the traced leaves as the
     user's arguments (statics left out), so that its errors and ``jax_explain_cache_misses``
     name them (``solver.rtol``), never ``args[3]``."""
     kinds = inspect.Parameter
@@ -145,7 +145,10 @@ def signature_of(key: AutoKey, sig: inspect.Signature) -> inspect.Signature:
         def bind(self, *dyn: Any, **kwargs: Any) -> inspect.BoundArguments:
             return inspect.BoundArguments(plain, dict(zip(key.names, key.values(dyn, blank=True))))  # type: ignore[arg-type]
 
-    return AutoSignature(list(sig.parameters.values()), return_annotation=sig.return_annotation)
+    params = list(plain.parameters.values())
+    if donating:  # JAX checks donate_argnums (positions among the traced leaves) against it
+        params.append(kinds("__sf_traced_leaves", kinds.VAR_POSITIONAL))
+    return AutoSignature(params, return_annotation=sig.return_annotation)
 
 
 # ----- outputs -----------------------------------------------------------------------------
@@ -185,6 +188,8 @@ class Restore(property):
     ``property`` only for its C constructor and attributes: JAX's unflatten
     (``Restore(out, dynamic)``) and flatten (an ``attrgetter``) run no Python frame."""
 
+    __sf_trace_only__ = True  # the program store finds such a program by its trace only
+
     def value(self) -> Any:
         """The output as the function returned it."""
         out = self.fget
@@ -197,13 +202,16 @@ class Restore(property):
 jax.tree_util.register_pytree_node(Restore, operator.attrgetter("fset", "fget"), Restore)
 
 
-def partition_out(out: Any) -> Any:
+def partition_out(out: Any, function: str = "") -> Any:
     """The function's output as the variant returns it to JAX: as it is when every leaf is
-    an array (or a tracer), else a ``Restore`` node."""
+    an array (or a tracer), else a ``Restore`` node; a non-array leaf that holds a tracer
+    is refused (``_auto_out``)."""
     leaves, treedef = jax.tree_util.tree_flatten(out)
-    mask = tuple(isinstance(leaf, ARRAY_LEAVES) or isinstance(leaf, Tracer) for leaf in leaves)
+    mask = tuple(isinstance(leaf, OUT_ARRAYS) for leaf in leaves)
     if all(mask):
         return out
+    paths = [p for (p, _), m in zip(jax.tree_util.tree_flatten_with_path(out)[0], mask) if not m]
+    refuse_tracers(function, paths, [leaf for leaf, m in zip(leaves, mask) if not m])
     return Restore(_Out(treedef, mask, tuple(leaf for leaf, m in zip(leaves, mask) if not m)),
                    [leaf for leaf, m in zip(leaves, mask) if m])
 

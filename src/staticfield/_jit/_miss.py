@@ -31,6 +31,7 @@ from .._explain._describe import arg_name
 from .._store import StoredJit, stored
 from ._agreement import agreeing
 from ._args import qualname
+from ._auto_options import variant_options
 from ._auto_plan import AutoKey, signature_of
 from ._traced import VariantHooks, chain
 from ._transformed import watching
@@ -194,12 +195,16 @@ class Misses:
     def _variant_jit(self, vkey: Any, layout: dict[int, Any], static_kwargs: tuple, deps: Deps | None) -> Any:
         """The variant's ``jax.jit`` (see ``_variant``), its recompiles explained as
         ``deps="read"`` and buckets rewrite them."""
-        auto = signature_of(vkey, self.auto_signature) if isinstance(vkey, AutoKey) else None
+        auto = None
+        if isinstance(vkey, AutoKey):
+            donating = any(self._jit_kwargs.get(k) is not None for k in ("donate_argnums", "donate_argnames"))
+            auto = signature_of(vkey, self.auto_signature, donating)
         spec = self.bucket_spec
         explain = chain(deps.explain if deps is not None else None,
                         chain(spec.explain, _without(spec.mask)) if spec is not None else None)
         auto_call = functools.partial(vkey.user_call, self.auto_signature) if auto is not None else None
-        return make_jitted(self.fn, layout, static_kwargs, functools.partial(self._traced, vkey), self._jit_kwargs,
+        options = variant_options(vkey, self.auto_signature, self._jit_kwargs) if auto is not None else self._jit_kwargs
+        return make_jitted(self.fn, layout, static_kwargs, functools.partial(self._traced, vkey), options,
                            self.static_pos, explain, auto, auto_call)
 
     def _variant_front(self, jitted: Any, deps: Deps | None, base: Any) -> Any:

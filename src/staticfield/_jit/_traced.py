@@ -149,7 +149,7 @@ class Tracing:
         out = self.traced_fn(*args, **kwargs) if deps is None else deps.run(self.traced_fn, base, args,
                                                                              kwargs, seen)
         if dyn is not None:
-            out = partition_out(out)
+            out = partition_out(out, self.tracker.function)
         if several_processes():  # a multi-process job: every process makes this program
             publish_traced(self, deps, base, seen)
         return out

@@ -16,7 +16,9 @@ look of a ``trust="source"`` miss, in four named steps:
 
 No program found, ``StoredJit.program`` goes on to ``ByTrace._trace``. The link is written
 beside every entry (``_write_link``, by ``ByTrace._write``) and beside a program another
-function's trace loaded (``_relink``), so that an entry serves either trust.
+function's trace loaded (``_relink``), so that an entry serves either trust, except for
+a program whose outputs hold objects that only its trace gives back (``static="auto"``'s
+non-array outputs): that one is found by trace only.
 
 Imports: ``_core`` (errors) and the store's ``_digest``, ``_entries``, ``_executable``,
 ``_hooks``, ``_key``, ``_misses``, ``_saying`` and ``_sources``. Called by ``_program``
@@ -159,6 +161,8 @@ class BySource:
         """The ``trust="source"`` key of this program, for a later zero-trace load, with the
         source of the user's code loaded now (``_sources``) and what its trace found that a
         load without a trace needs (``Hooks.kept``)."""
+        if _trace_only(traced.out_tree):  # outputs that come back as the very objects returned
+            return
         link = self._source_key(sig)
         sources = _sources.describe(_sources.loaded_files(self.fn)) if link is not None else None
         if link is None or sources is None:
@@ -169,6 +173,20 @@ class BySource:
         if kept is not None:
             header["kept"] = kept
         _entries.write(_entries.entry_path(directory, _entries.key_digest(link), _entries.LINK), header, b"")
+
+
+def _trace_only(tree: Any) -> bool:
+    """Whether an output tree holds a node that only a trace fills in (its type says
+    ``__sf_trace_only__``: ``static="auto"``'s non-array outputs, which come back as the
+    objects the function returned, never as copies unpickled from a link)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        data = node.node_data()
+        if data is not None and getattr(data[0], "__sf_trace_only__", False):
+            return True
+        todo.extend(node.children())
+    return False
 
 
 def _checking() -> bool:
