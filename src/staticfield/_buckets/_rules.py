@@ -231,6 +231,16 @@ def stack(a: Any, eqn: Any, states: list) -> list:
     return [merge(rows, axis + 1 if new <= axis else axis, zero)]
 
 
+def unstack(a: Any, eqn: Any, states: list) -> list:
+    """The transpose of ``stack`` (its derivative): along another axis than the rows, each
+    output keeps the rows, one axis down where the axis was before them."""
+    row = states[0]
+    axis = eqn.params["axis"] % len(shape(eqn.invars[0]))
+    if axis == row.axis:
+        raise Mixing(eqn, "unstacks along the rows (picks rows by position)", row)
+    return [row._replace(axis=row.axis - (axis < row.axis))] * len(eqn.outvars)
+
+
 def tile(a: Any, eqn: Any, states: list) -> list:
     row = states[0]
     reps = tuple(eqn.params["reps"])
@@ -285,6 +295,6 @@ RULES.update({
     "sort": along("dimension", "sorts"), "concatenate": along("dimension", "concatenates"),
     "split": along("axis", "splits"), "optimization_barrier": identity, "random_bits": random_leading,
     "random_split": random_leading, "random_wrap": random_leading, "random_unwrap": random_leading,
-    "random_seed": random_leading, "stack": stack, "tile": tile,
+    "random_seed": random_leading, "stack": stack, "unstack": unstack, "tile": tile,
 })
 RULES.update(INDEXING)

@@ -55,10 +55,24 @@ def outside_jax(filename: str) -> bool:
     return not os.path.abspath(filename).startswith(_OWN_DIRS)
 
 
+def user_frame(filename: str) -> bool:
+    """A frame of the user's own code (a file, a notebook cell, ``exec``'d code): outside
+    JAX and staticfield, the Python installation and installed distributions."""
+    if not outside_jax(filename):
+        return False
+    if filename.startswith("<"):
+        return True
+    return not filename.startswith(_STDLIB) and "site-packages" not in filename and "dist-packages" not in filename
+
+
+_GENERATED = frozenset(("__eq__", "__ne__", "__hash__"))
+
+
 def _caller(frame: Any) -> Any:
-    """The frame that made a comparison: past generated code (a dataclass's ``__eq__`` or
-    ``__hash__``, ``<string>``), whose caller decides."""
-    while frame is not None and frame.f_code.co_filename.startswith("<"):
+    """The frame that made a comparison: past generated comparison methods (a dataclass's
+    ``__eq__`` or ``__hash__``, compiled from ``<string>``), whose caller decides. Any other
+    code outside JAX decides, a notebook cell's, ``exec``'d code's or NumPy's included."""
+    while frame is not None and frame.f_code.co_filename.startswith("<") and frame.f_code.co_name in _GENERATED:
         frame = frame.f_back
     return frame
 
@@ -187,9 +201,7 @@ def user_line(tb: Any) -> str | None:
     """The innermost frame of ``tb`` in the user's code, as ``path:line``."""
     found = None
     while tb is not None:
-        name = tb.tb_frame.f_code.co_filename
-        if outside_jax(name) and not name.startswith("<") and (
-                not name.startswith(_STDLIB) or "site-packages" in name):
+        if user_frame(tb.tb_frame.f_code.co_filename):
             found = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
         tb = tb.tb_next
     return found

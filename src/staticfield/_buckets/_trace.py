@@ -8,9 +8,9 @@ is shown to be the program analysed.
    the program that will run, plain ``jax.jit``'s program for the padded batch);
 3. ``_judged``: the verdict for the call's non-row key (``_verdict.judge``: the function
    traced with the row count symbolic, analysed; cached per key), and whether the
-   concrete program is that program at this size (``_compare``). A refusal is a
-   ``BucketError`` naming the line. A bucket whose program is not the analysed one runs
-   only calls of exactly its size (``exact``), and a call whose real count a guard
+   concrete program is that program at this size (``_compare``, an exact rule). A
+   refusal is a ``BucketError`` naming the line. Once a bucket's program is not the
+   analysed one (``exact_why`` says where), every call runs at its exact size, and a call whose real count a guard
    excludes runs at its own size: either way a call with fewer rows than the bucket is
    sent back to run unpadded (``Retry``, caught by ``_front``, which asks ``fits``
    before it pads next time);
@@ -63,12 +63,14 @@ class Rows:
 jax.tree_util.register_pytree_node(Rows, lambda r: ((r.value,), r.axes), lambda axes, kids: Rows(kids[0], axes))
 
 
-def _signature(value: Any) -> Any:
+def _signature(value: Any, reads: bool = False) -> Any:
     """What a verdict's cache key holds of an argument that is not bucketed: its shapes and
-    static values, or only its type for an instance (whose statics are not read here: a
-    wrong guess costs a fresh verdict, never a wrong one, as ``_compare`` checks it)."""
+    static values, an instance's static fields included (its tree structure). A
+    ``deps="read"`` method's ``self`` (``reads``) is keyed by its type alone: reading its
+    statics here would read them all, and the engine keys its programs by what the method
+    reads; the exact rule (``_compare``) shows each bucket's program is the one analysed."""
     if type(value) in SPECS:
-        return type(value)
+        return type(value) if reads else jax.tree_util.tree_structure(value)
     flat, tree = jax.tree_util.tree_flatten(value)
     return tree, tuple((x.aval.shape, str(x.aval.dtype), getattr(x.aval, "weak_type", False))
                        if isinstance(x, _compat.Tracer) else (type(x), x) for x in flat)
@@ -93,6 +95,7 @@ class Traced:
     def _init_traced(self) -> None:
         self._verdicts: dict[Any, Verdict] = {}
         self.exact: set[int] = set()  # bucket sizes whose program serves their own size only
+        self.exact_why: str | None = None  # a program that was not the one analysed: every bucket exact
         self.guards: list[Guard] = []  # every guard of every verdict (the front checks each count)
         self._fits: dict[int, bool] = {}
         self.needs_count = False  # a program's callback takes rows: calls pass ROWS_KW
@@ -145,6 +148,8 @@ class Traced:
                     self._fits.clear()
             if why is not None:
                 self.exact.add(bucket)
+                if self.exact_why is None:
+                    self.exact_why = why
         callbacks = takes_rows(verdict.callbacks) and not self.mask
         if callbacks and count is None:
             self.needs_count = True
@@ -213,7 +218,8 @@ class Traced:
         shapes = tuple((tuple(None if k == leaf.axis else d for k, d in enumerate(leaf.aval.shape)),
                         str(leaf.aval.dtype), getattr(leaf.aval, "weak_type", False)) for leaf in leaves)
         bucketed = {name for name, _, _ in found}
-        others = tuple(_signature(v) for i, v in enumerate(args)
+        reads = getattr(self, "reads_statics", False)
+        others = tuple(_signature(v, reads and i == 0) for i, v in enumerate(args)
                        if i >= len(self.params) or self.params[i] not in bucketed)
         others += tuple((k, _signature(v)) for k, v in sorted(kwargs.items()) if k not in bucketed)
         key: Any = (tuple((name, tree) for name, _, tree, _ in trees), tuple(statics), shapes, others)
@@ -271,7 +277,7 @@ class Traced:
         """Whether a call of ``rows`` rows may run in ``bucket``'s program (the front asks
         before it pads): not a bucket kept exact, and every guard the function's traces
         put on the count holds for it."""
-        if not self._sound or bucket in self.exact:
+        if not self._sound or self.exact_why is not None or bucket in self.exact:
             return False
         if not self.guards:
             return True

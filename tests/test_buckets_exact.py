@@ -1,0 +1,158 @@
+"""The program that runs is the program analysed, by an exact rule: a bucket's concrete
+program is compared with the symbolic one equation by equation (constants and literals
+included), decisions on the count are seen wherever the user's code runs (a file, a
+notebook cell, ``exec``), and a verdict holds for one full non-row key (an instance's
+statics included). Outputs and gradients equal plain ``jax.jit``'s on the unpadded call.
+(The checking mode is off here: these are the calls as they run in production.)"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+import staticfield as sf
+from staticfield._buckets._compare import differs
+from staticfield._buckets._forms import NORMALISATIONS
+from staticfield._buckets._symbolic import symbol
+
+pytestmark = pytest.mark.usefixtures("no_check_buckets")
+
+W = np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4)
+
+
+def rows(n, d=4):
+    return (np.arange(n * d, dtype=np.float32).reshape(n, d) + 1) / (n * d)
+
+
+def same(got, want):
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        assert np.shape(g) == np.shape(w), (np.shape(g), np.shape(w))
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-6)
+
+
+def as_plain_jit(fn, counts, **kw):
+    """Every count: the bucketed call's outputs, and the gradients of their sum with respect
+    to the rows and to W, equal plain jax.jit's."""
+    f = sf.jit(fn, buckets={"x": 0}, **kw)
+    for n in counts:
+        x = rows(n)
+        same(f(x, W), jax.jit(fn)(x, W))
+        loss = lambda g: lambda x, w: jnp.sum(g(x, w) ** 2)  # noqa: E731
+        same(jax.grad(loss(f), argnums=(0, 1))(x, W), jax.grad(loss(jax.jit(fn)), argnums=(0, 1))(x, W))
+    return f
+
+
+# ----- 1. a fork of the user's through one JAX entry point ---------------------------
+def test_a_one_line_fork_with_two_jax_branches():
+    as_plain_jit(lambda x, w: (x @ w) * 2 if x.shape[0] == 64 else (x @ w) - 1, (40, 64, 40))
+
+
+def test_a_type_check_choosing_an_argument_of_one_jax_call():
+    def fn(x, w):
+        order = 2 if isinstance(x.shape[0], int) else 1
+        return x * jnp.linalg.norm(x @ w, ord=order, axis=1, keepdims=True)
+
+    as_plain_jit(fn, (5, 3))
+
+
+def test_a_dict_and_a_getattr_dispatch_on_the_count():
+    table = {True: jnp.tanh, False: jnp.sin}
+    as_plain_jit(lambda x, w: table[x.shape[0] == 8](x @ w), (5, 8, 3))
+    as_plain_jit(lambda x, w: getattr(jnp, "cos" if x.shape[0] == 8 else "sin")(x @ w), (5, 8, 6))
+
+
+# ----- 2. constants chosen by a fork ---------------------------------------------------
+def test_a_constant_chosen_by_a_fork():
+    as_plain_jit(lambda x, w: (x @ w) * (2.0 if x.shape[0] == 64 else 1.0), (40, 64, 40))
+    as_plain_jit(lambda x, w: (x @ w) + (3 if x.shape[0] == 8 else 0), (5, 8))
+
+
+def test_a_cond_on_the_count():
+    def fn(x, w):
+        return lax.cond(x.shape[0] == 64, lambda h: h * 2, lambda h: h - 1, x @ w)
+
+    as_plain_jit(fn, (40, 64))
+
+
+def test_a_literal_compares_by_type_and_value():
+    """`differs` tells literals apart by value and by type, and constants by value."""
+    n = symbol()
+    sym = jax.make_jaxpr(lambda x: x * 0.0)(jax.ShapeDtypeStruct((n, 4), jnp.float32))
+    for other, equal in ((lambda x: x * 0.0, True), (lambda x: x * 3.0, False), (lambda x: x * -0.0, False),
+                         (lambda x: x * 0, True), (lambda x: x.astype(jnp.float16) * 0.0, False)):
+        conc = jax.make_jaxpr(other)(jax.ShapeDtypeStruct((8, 4), jnp.float32))
+        assert (differs(conc, sym, 8) is None) == equal, other
+    table = np.arange(4.0, dtype=np.float32)
+    sym = jax.make_jaxpr(lambda x: x + jnp.asarray(table))(jax.ShapeDtypeStruct((n, 4), jnp.float32))
+    conc = jax.make_jaxpr(lambda x: x + jnp.asarray(table[::-1].copy()))(jax.ShapeDtypeStruct((8, 4), jnp.float32))
+    assert differs(conc, sym, 8) is not None
+
+
+# ----- 3. decisions in a notebook cell, exec'd code, python -c --------------------------
+@pytest.mark.parametrize("filename", ["<ipython-input-3-0123>", "<string>", "<stdin>"])
+def test_a_decision_in_code_without_a_file(filename):
+    source = ("def fn(x, w):\n"
+              "    if x.shape[0] == 5:\n"
+              "        return (x @ w) - (x @ w).mean(0)\n"
+              "    return (x @ w) * 2\n")
+    scope = {}
+    exec(compile(source, filename, "exec"), scope)
+    as_plain_jit(scope["fn"], (5, 8, 3, 6))  # 5 rows: bucket 8's program is the analysed one
+
+
+# ----- 4. the verdict is keyed by the full non-row key --------------------------------
+@sf.dataclass
+class Scale:
+    w: jax.Array
+    limit: int = sf.static(default=-1)
+
+    @sf.jit_method(buckets={"x": 0})
+    def __call__(self, x):
+        h = x @ self.w
+        return h * 2 if x.shape[0] == self.limit else h - 1
+
+
+def test_an_instance_static_that_changes_the_program_gets_its_own_verdict():
+    """Scale(limit=-1) has no decision on the count; Scale(limit=5) has one. The second's
+    bucket-8 program is the first's at 8, but 5 rows must get the `== 5` branch."""
+    x = rows(5)
+    for s in (Scale(jnp.asarray(W)), Scale(jnp.asarray(W), limit=5)):
+        want = (x @ W) * 2 if s.limit == 5 else (x @ W) - 1
+        same(s(x), want)
+        same(jax.grad(lambda w: jnp.sum(Scale(w, limit=s.limit)(x) ** 2))(jnp.asarray(W)),
+             jax.grad(lambda w: jnp.sum(((x @ w) * 2 if s.limit == 5 else (x @ w) - 1) ** 2))(jnp.asarray(W)))
+
+
+# ----- the listed normalisations: both forms compute the same ------------------------
+FORMS = {
+    "dim_as_value": lambda x: jax.nn.log_softmax(x)[jnp.arange(x.shape[0]), 1],
+    "identity (integers)": lambda x: x * jnp.arange(x.shape[0])[:, None],
+    "identity (a float iota)": lambda x: x + jnp.arange(x.shape[0], dtype=x.dtype)[:, None],
+    "gather as static slice": lambda x: x[:, 1],
+    "gather as static slice (a window)": lambda x: x[:, None, 1:3],
+    "gather as static slice (strided)": lambda x: x[:, ::2],
+    "gather as static slice (a whole axis)": lambda x: x[:, :1][:, 0],
+    "constant index": lambda x: x[:, ::-2][:, 0],
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORMS))
+def test_each_normalisation_matches_and_computes_the_same(name):
+    """The symbolic and concrete forms are one program by the exact rule, and the symbolic
+    program evaluated at the count computes what the concrete one computes."""
+    fn = FORMS[name]
+    n = symbol()
+    sym = jax.make_jaxpr(fn)(jax.ShapeDtypeStruct((n, 4), jnp.float32))
+    for count in (1, 5, 8):
+        conc = jax.make_jaxpr(fn)(jax.ShapeDtypeStruct((count, 4), jnp.float32))
+        assert differs(conc, sym, count) is None
+        x = rows(count)
+        exported = jax.export.export(jax.jit(fn))(jax.ShapeDtypeStruct((n, 4), jnp.float32))
+        np.testing.assert_array_equal(np.asarray(exported.call(x)), np.asarray(jax.jit(fn)(x)))
+
+
+def test_every_listed_normalisation_has_a_form_here():
+    assert set(NORMALISATIONS) == {name.split(" (")[0] for name in FORMS}
