@@ -156,3 +156,28 @@ def test_each_normalisation_matches_and_computes_the_same(name):
 
 def test_every_listed_normalisation_has_a_form_here():
     assert set(NORMALISATIONS) == {name.split(" (")[0] for name in FORMS}
+
+
+# ----- 5. row indices on pad rows: the last real row's --------------------------------
+INDEXED = {
+    "sqrt": lambda x, w: (x @ w) * jnp.sqrt(5.5 - jnp.arange(x.shape[0])[:, None]),
+    "log": lambda x, w: (x @ w) * jnp.log(4.5 - jnp.arange(x.shape[0], dtype=jnp.float32)[:, None]),
+    "reciprocal": lambda x, w: (x @ w) / (5.0 - lax.broadcasted_iota(jnp.float32, (x.shape[0], 1), 0)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INDEXED))
+def test_a_row_index_on_a_pad_row_is_the_last_real_rows(name):
+    """With 5 rows in bucket 8, pad rows 6 and 7 would take sqrt/log/1/x of a negative or
+    zero: their NaN (times a zero cotangent) made the gradient for W all NaN."""
+    f = as_plain_jit(INDEXED[name], (5, 3))
+    assert set(f.buckets()) == {4, 8}
+    grad = jax.grad(lambda w: jnp.sum(f(rows(5), w)))(W)
+    assert np.isfinite(np.asarray(grad)).all()
+
+
+def test_a_row_index_never_raises_under_debug_nans():
+    f = sf.jit(INDEXED["sqrt"], buckets={"x": 0})
+    with jax.debug_nans(True):
+        grad = jax.grad(lambda w: jnp.sum(f(rows(5), w)))(W)
+    same(grad, jax.grad(lambda w: jnp.sum(INDEXED["sqrt"](rows(5), w)))(W))

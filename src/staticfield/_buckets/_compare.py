@@ -18,6 +18,7 @@ otherwise for a symbol than for a number; those forms, and only those, are norma
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 import jax
@@ -25,8 +26,9 @@ import numpy as np
 
 from .._core import _compat
 from ._forms import Count, Side, array_same, aval_of, fold, is_int, is_literal, match_slice, same_aval
-from ._symbolic import at, is_symbolic, user_frame
+from ._symbolic import at, is_n, is_symbolic, user_frame
 
+_LOCAL = threading.local()
 _DEPTH = 6  # how deep objects in parameters are compared field by field
 
 
@@ -38,8 +40,12 @@ class Differs(Exception):
         self.why, self.eqn = why, eqn
 
 
-def differs(concrete: Any, symbolic: Any, count: int) -> str | None:
-    """``None`` when the two closed jaxprs are one program at ``count`` rows, else why not."""
+def differs(concrete: Any, symbolic: Any, count: int, iotas: list | None = None) -> str | None:
+    """``None`` when the two closed jaxprs are one program at ``count`` rows, else why not;
+    ``iotas`` receives the ids of the concrete ``iota`` equations along the row axis (the
+    row indices that ``_run`` clamps to the last real row)."""
+    outer = getattr(_LOCAL, "iotas", None)
+    _LOCAL.iotas = iotas
     try:
         _closed(concrete, symbolic, count)
     except Differs as exc:
@@ -47,6 +53,8 @@ def differs(concrete: Any, symbolic: Any, count: int) -> str | None:
         return f"{exc.why}" + (f" at {line}" if line else "")
     except Exception as exc:  # a parameter that cannot be compared: not the same program
         return f"a parameter could not be compared ({type(exc).__name__})"
+    finally:
+        _LOCAL.iotas = outer
     return None
 
 
@@ -120,6 +128,9 @@ def _program(cj: Any, sj: Any, count: int) -> None:
             raise
         for cv, sv in zip(ce.outvars, se.outvars):
             env[sv] = cv
+        if se.primitive.name == "iota" and getattr(_LOCAL, "iotas", None) is not None and \
+                is_n(se.params["shape"][se.params["dimension"]]):
+            _LOCAL.iotas.append(id(ce))
         c.note(ce)
         s.note(se)
         c.i, s.i = c.i + 1, s.i + 1

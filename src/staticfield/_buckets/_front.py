@@ -141,6 +141,8 @@ class BucketSpec(Arguments, Traced, Reports, Recorded, Ahead):
                 out = call(*padded, **kwargs)
             except Retry:
                 local.call = outer
+                if spec.needs_count and bucket != rows and spec.fits(rows, bucket):  # again, with the count
+                    return spec._attempt(call, kw_call, padded, kwargs, rows, bucket, (args, kwargs))
                 return spec._attempt(call, kw_call, args, kwargs, rows, rows, (args, kwargs))
             finally:
                 local.call = outer
@@ -178,7 +180,8 @@ class BucketSpec(Arguments, Traced, Reports, Recorded, Ahead):
         """Run the bucket's program (``bucket == rows``: the exact program); a program that
         may not serve ``rows`` (``Retry``, from its trace or load) sends the call to its
         exact size."""
-        if self.needs_count:
+        counted = self.needs_count
+        if counted:
             call, kwargs = kw_call, dict(kwargs, **{ROWS_KW: _pad.count_array(rows)})
         state = _Call(rows, bucket)
         local = self._local
@@ -190,6 +193,8 @@ class BucketSpec(Arguments, Traced, Reports, Recorded, Ahead):
             if bucket == rows:  # pragma: no cover - an exact program never retries
                 raise
             local.call = outer
+            if not counted and self.needs_count and self.fits(rows, bucket):  # again, with the count
+                return self._attempt(kw_call, kw_call, args, kwargs, rows, bucket, given)
             args, kwargs = given
             if self.mask:
                 kwargs = dict(kwargs, valid=_pad.valid_mask(rows, rows))

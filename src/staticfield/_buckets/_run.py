@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterator
 
 import jax
 import numpy as np
+from jax import lax
 from jax.extend.core import jaxpr_as_fun
 
 from .._core import _compat
@@ -32,11 +33,12 @@ def takes_rows(callbacks: tuple) -> bool:
     return any(any(a is not None for a in (*c.operands, *c.results)) for c in callbacks)
 
 
-def run(closed: Any, args: list, callbacks: tuple = (), count_operand: Any = None, bucket: int = 0) -> list:
+def run(closed: Any, args: list, callbacks: tuple = (), count_operand: Any = None, bucket: int = 0,
+        iotas: frozenset = frozenset()) -> list:
     """The program's outputs in the caller's trace (see the module docstring)."""
-    if count_operand is None or not takes_rows(callbacks):
+    if count_operand is None or not (takes_rows(callbacks) or iotas):
         return jaxpr_as_fun(closed)(*args)
-    return _eval(closed.jaxpr, list(closed.consts), list(args), iter(callbacks), count_operand, bucket)
+    return _eval(closed.jaxpr, list(closed.consts), list(args), iter(callbacks), count_operand, bucket, iotas)
 
 
 def _context(eqn: Any) -> Any:
@@ -49,7 +51,8 @@ def _context(eqn: Any) -> Any:
     return stack
 
 
-def _eval(jaxpr: Any, consts: list, args: list, noted: Iterator[Callback], operand: Any, bucket: int) -> list:
+def _eval(jaxpr: Any, consts: list, args: list, noted: Iterator[Callback], operand: Any, bucket: int,
+          iotas: frozenset = frozenset()) -> list:
     env: dict = {}
 
     def read(v: Any) -> Any:
@@ -68,11 +71,13 @@ def _eval(jaxpr: Any, consts: list, args: list, noted: Iterator[Callback], opera
             elif name in INLINED:
                 inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
                 outs = _eval(getattr(inner, "jaxpr", inner), list(getattr(inner, "consts", ())), invals, noted,
-                             operand, bucket)
+                             operand, bucket, iotas)
             else:
                 outs = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(eqn.params))
                 if not eqn.primitive.multiple_results:
                     outs = [outs]
+                if id(eqn) in iotas:  # a row index: on a pad row, the last real row's
+                    outs = [lax.min(outs[0], lax.full_like(outs[0], 0) + (operand - 1).astype(outs[0].dtype))]
         for v, x in zip(eqn.outvars, outs):
             env[v] = x
     return [read(v) for v in jaxpr.outvars]

@@ -140,7 +140,8 @@ class Traced:
         out_tree = jax.tree_util.tree_structure(out_shape)
         if bucket is None or not self._sound:  # no rows in this call (or no analysis): plain jax.jit
             return Rows(out_tree.unflatten(jaxpr_as_fun(closed)(*dyn)), (None,) * out_tree.num_leaves)
-        verdict, why = self._judged(key, flat_fn, leaves, closed, bucket)
+        iotas: list = []
+        verdict, why = self._judged(key, flat_fn, leaves, closed, bucket, iotas)
         with self._lock:
             for guard in verdict.guards:
                 if guard not in self.guards:
@@ -150,7 +151,7 @@ class Traced:
                 self.exact.add(bucket)
                 if self.exact_why is None:
                     self.exact_why = why
-        callbacks = takes_rows(verdict.callbacks) and not self.mask
+        callbacks = (takes_rows(verdict.callbacks) or bool(iotas)) and not self.mask  # the program takes the count
         if callbacks and count is None:
             self.needs_count = True
         if rows != bucket and (why is not None or not all(g.holds(rows) for g in verdict.guards)
@@ -158,7 +159,8 @@ class Traced:
             raise Retry()
         if self.mask and takes_rows(verdict.callbacks):
             count = jnp.sum(dyn[next(i for i, leaf in enumerate(leaves) if leaf.origin == "valid")], dtype=jnp.int32)
-        flat_out = run(closed, dyn, verdict.callbacks, count if rows != bucket and why is None else None, bucket)
+        flat_out = run(closed, dyn, verdict.callbacks, count if why is None else None, bucket,
+                       frozenset(iotas) if not self.mask else frozenset())
         if state is not None:
             state.program = verdict
         self._local.last_verdict = (verdict, why is None)  # for the program store's record of it
@@ -230,17 +232,18 @@ class Traced:
         return rebuild, dyn, leaves, key
 
     def _judged(self, key: Any, flat_fn: Callable, leaves: list[Leaf], closed: Any,
-                bucket: int) -> tuple[Verdict, str | None]:
+                bucket: int, iotas: list) -> tuple[Verdict, str | None]:
         """The verdict for ``key`` (cached; judged again when the cached one's program is not
         this one), and why the concrete program ``closed`` is not the analysed one at
-        ``bucket`` rows (``None``: it is)."""
+        ``bucket`` rows (``None``: it is); ``iotas`` receives its row indices (``differs``)."""
         cached = self._verdicts.get(key) if key is not None else None
         if cached is not None and closed is not None:
-            why = differs(closed, cached.jaxpr, bucket)
+            why = differs(closed, cached.jaxpr, bucket, iotas)
             if why is None:
                 return cached, None
+            iotas.clear()
         verdict = self._judge(flat_fn, leaves, closed)
-        why = differs(closed, verdict.jaxpr, bucket) if closed is not None else "the bucket's trace failed"
+        why = differs(closed, verdict.jaxpr, bucket, iotas) if closed is not None else "the bucket's trace failed"
         if key is not None:
             with self._lock:
                 if len(self._verdicts) >= _VERDICTS:
