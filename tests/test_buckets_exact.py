@@ -181,3 +181,38 @@ def test_a_row_index_never_raises_under_debug_nans():
     with jax.debug_nans(True):
         grad = jax.grad(lambda w: jnp.sum(f(rows(5), w)))(W)
     same(grad, jax.grad(lambda w: jnp.sum(INDEXED["sqrt"](rows(5), w)))(W))
+
+
+# ----- the row index as an index: each row reads and writes its own row ----------------
+LABELS = np.array([0, 3, 1, 2, 3, 0, 1], np.int32)
+
+
+def by_rows(fn, counts, buckets):
+    """Outputs and gradients (with respect to x and W) equal plain jax.jit's, in buckets."""
+    f = sf.jit(fn, buckets=buckets)
+    for n in counts:
+        args = (rows(n), LABELS[:n])
+        same(f(*args, W), jax.jit(fn)(*args, W))
+        loss = lambda g: lambda x, w: jnp.sum(jnp.sin(g(x, LABELS[:n], w)))  # noqa: E731
+        same(jax.grad(loss(f), argnums=(0, 1))(args[0], W), jax.grad(loss(jax.jit(fn)), argnums=(0, 1))(args[0], W))
+    assert all(b & (b - 1) == 0 for b in f.buckets()), f.buckets()  # buckets, not exact sizes
+    return f
+
+
+def test_a_label_gather_is_accepted():
+    """`log_softmax(x)[jnp.arange(n), labels]`: JAX's negative-index fix-up of a non-negative
+    arange is no use of the count, and row i reads row i."""
+    by_rows(lambda x, labels, w: jax.nn.log_softmax(x @ w)[jnp.arange(x.shape[0]), labels], (5, 3, 7),
+            {"x": 0, "labels": 0})
+
+
+def test_a_label_scatter_is_accepted():
+    by_rows(lambda x, labels, w: (x @ w).at[jnp.arange(x.shape[0]), labels].set(0.0), (5, 3),
+            {"x": 0, "labels": 0})
+
+
+def test_an_add_at_the_row_index_adds_each_real_row_once():
+    """A pad row's write lands nowhere (its clamped index would add the last row again)."""
+    fn = lambda x, labels, w: jnp.zeros((x.shape[0], 4)).at[jnp.arange(x.shape[0])].add(x @ w)  # noqa: E731
+    f = by_rows(fn, (5, 3, 6), {"x": 0})
+    same(f(rows(5), LABELS[:5], W), rows(5) @ W)

@@ -40,12 +40,14 @@ class Differs(Exception):
         self.why, self.eqn = why, eqn
 
 
-def differs(concrete: Any, symbolic: Any, count: int, iotas: list | None = None) -> str | None:
+def differs(concrete: Any, symbolic: Any, count: int, iotas: list | None = None,
+            drops: dict | None = None) -> str | None:
     """``None`` when the two closed jaxprs are one program at ``count`` rows, else why not;
     ``iotas`` receives the ids of the concrete ``iota`` equations along the row axis (the
-    row indices that ``_run`` clamps to the last real row)."""
-    outer = getattr(_LOCAL, "iotas", None)
-    _LOCAL.iotas = iotas
+    row indices that ``_run`` clamps to the last real row), and ``drops`` (the symbolic
+    scatters whose pad-row writes ``_run`` drops, by id) the concrete ids of those too."""
+    outer = getattr(_LOCAL, "iotas", None), getattr(_LOCAL, "drops", None)
+    _LOCAL.iotas, _LOCAL.drops = iotas, drops
     try:
         _closed(concrete, symbolic, count)
     except Differs as exc:
@@ -54,7 +56,7 @@ def differs(concrete: Any, symbolic: Any, count: int, iotas: list | None = None)
     except Exception as exc:  # a parameter that cannot be compared: not the same program
         return f"a parameter could not be compared ({type(exc).__name__})"
     finally:
-        _LOCAL.iotas = outer
+        _LOCAL.iotas, _LOCAL.drops = outer
     return None
 
 
@@ -131,6 +133,9 @@ def _program(cj: Any, sj: Any, count: int) -> None:
         if se.primitive.name == "iota" and getattr(_LOCAL, "iotas", None) is not None and \
                 is_n(se.params["shape"][se.params["dimension"]]):
             _LOCAL.iotas.append(id(ce))
+        drops = getattr(_LOCAL, "drops", None)
+        if drops and id(se) in drops:
+            drops[id(ce)] = drops[id(se)]
         c.note(ce)
         s.note(se)
         c.i, s.i = c.i + 1, s.i + 1
@@ -240,8 +245,8 @@ def _code(f: Any) -> Any:
 if os.environ.get("STATICFIELD_BUCKETS_LOG_DIFFERS"):  # pragma: no cover - a measurement aid
     _plain = differs
 
-    def differs(concrete: Any, symbolic: Any, count: int) -> str | None:  # type: ignore[no-redef]
-        why = _plain(concrete, symbolic, count)
+    def differs(concrete: Any, symbolic: Any, count: int, *more: Any) -> str | None:  # type: ignore[no-redef]
+        why = _plain(concrete, symbolic, count, *more)
         if why is not None:
             with open(os.environ["STATICFIELD_BUCKETS_LOG_DIFFERS"], "a") as log:
                 log.write(f"{count}\t{why}\n")

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterator
 
 import jax
 import numpy as np
+import jax.numpy as jnp
 from jax import lax
 from jax.extend.core import jaxpr_as_fun
 
@@ -34,11 +35,12 @@ def takes_rows(callbacks: tuple) -> bool:
 
 
 def run(closed: Any, args: list, callbacks: tuple = (), count_operand: Any = None, bucket: int = 0,
-        iotas: frozenset = frozenset()) -> list:
+        iotas: frozenset = frozenset(), drops: dict | None = None) -> list:
     """The program's outputs in the caller's trace (see the module docstring)."""
-    if count_operand is None or not (takes_rows(callbacks) or iotas):
+    if count_operand is None or not (takes_rows(callbacks) or iotas or drops):
         return jaxpr_as_fun(closed)(*args)
-    return _eval(closed.jaxpr, list(closed.consts), list(args), iter(callbacks), count_operand, bucket, iotas)
+    return _eval(closed.jaxpr, list(closed.consts), list(args), iter(callbacks), count_operand, bucket, iotas,
+                 drops or {})
 
 
 def _context(eqn: Any) -> Any:
@@ -52,7 +54,7 @@ def _context(eqn: Any) -> Any:
 
 
 def _eval(jaxpr: Any, consts: list, args: list, noted: Iterator[Callback], operand: Any, bucket: int,
-          iotas: frozenset = frozenset()) -> list:
+          iotas: frozenset = frozenset(), drops: dict | None = None) -> list:
     env: dict = {}
 
     def read(v: Any) -> Any:
@@ -71,9 +73,12 @@ def _eval(jaxpr: Any, consts: list, args: list, noted: Iterator[Callback], opera
             elif name in INLINED:
                 inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
                 outs = _eval(getattr(inner, "jaxpr", inner), list(getattr(inner, "consts", ())), invals, noted,
-                             operand, bucket, iotas)
+                             operand, bucket, iotas, drops)
             else:
-                outs = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(eqn.params))
+                params = eqn.params
+                if drops and id(eqn) in drops:  # a pad row's write lands nowhere: out of bounds, dropped
+                    invals, params = _dropped(invals, params, drops[id(eqn)], operand)
+                outs = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(params))
                 if not eqn.primitive.multiple_results:
                     outs = [outs]
                 if id(eqn) in iotas:  # a row index: on a pad row, the last real row's
@@ -81,6 +86,16 @@ def _eval(jaxpr: Any, consts: list, args: list, noted: Iterator[Callback], opera
         for v, x in zip(eqn.outvars, outs):
             env[v] = x
     return [read(v) for v in jaxpr.outvars]
+
+
+def _dropped(invals: list, params: dict, axis: int, operand: Any) -> tuple[list, dict]:
+    """A scatter's operands and parameters with each pad row's index out of bounds (the
+    operand's size on every entry) and out-of-bounds writes dropped."""
+    indices = invals[1]
+    rows = lax.broadcasted_iota(jnp.int32, indices.shape, axis) < operand
+    far = jnp.full_like(indices, max(invals[0].shape) if invals[0].ndim else 0)
+    params = dict(params, mode=lax.GatherScatterMode.FILL_OR_DROP)
+    return [invals[0], jnp.where(rows, indices, far), *invals[2:]], params
 
 
 def _callback(eqn: Any, invals: list, noted: Callback, operand: Any, bucket: int) -> list:

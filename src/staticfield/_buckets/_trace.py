@@ -141,7 +141,8 @@ class Traced:
         if bucket is None or not self._sound:  # no rows in this call (or no analysis): plain jax.jit
             return Rows(out_tree.unflatten(jaxpr_as_fun(closed)(*dyn)), (None,) * out_tree.num_leaves)
         iotas: list = []
-        verdict, why = self._judged(key, flat_fn, leaves, closed, bucket, iotas)
+        drops: dict = {}
+        verdict, why = self._judged(key, flat_fn, leaves, closed, bucket, iotas, drops)
         with self._lock:
             for guard in verdict.guards:
                 if guard not in self.guards:
@@ -151,7 +152,7 @@ class Traced:
                 self.exact.add(bucket)
                 if self.exact_why is None:
                     self.exact_why = why
-        callbacks = (takes_rows(verdict.callbacks) or bool(iotas)) and not self.mask  # the program takes the count
+        callbacks = (takes_rows(verdict.callbacks) or bool(iotas) or bool(drops)) and not self.mask  # takes the count
         if callbacks and count is None:
             self.needs_count = True
         if rows != bucket and (why is not None or not all(g.holds(rows) for g in verdict.guards)
@@ -160,7 +161,7 @@ class Traced:
         if self.mask and takes_rows(verdict.callbacks):
             count = jnp.sum(dyn[next(i for i, leaf in enumerate(leaves) if leaf.origin == "valid")], dtype=jnp.int32)
         flat_out = run(closed, dyn, verdict.callbacks, count if why is None else None, bucket,
-                       frozenset(iotas) if not self.mask else frozenset())
+                       frozenset(iotas) if not self.mask else frozenset(), drops if not self.mask else {})
         if state is not None:
             state.program = verdict
         self._local.last_verdict = (verdict, why is None)  # for the program store's record of it
@@ -232,18 +233,21 @@ class Traced:
         return rebuild, dyn, leaves, key
 
     def _judged(self, key: Any, flat_fn: Callable, leaves: list[Leaf], closed: Any,
-                bucket: int, iotas: list) -> tuple[Verdict, str | None]:
+                bucket: int, iotas: list, drops: dict) -> tuple[Verdict, str | None]:
         """The verdict for ``key`` (cached; judged again when the cached one's program is not
         this one), and why the concrete program ``closed`` is not the analysed one at
         ``bucket`` rows (``None``: it is); ``iotas`` receives its row indices (``differs``)."""
         cached = self._verdicts.get(key) if key is not None else None
         if cached is not None and closed is not None:
-            why = differs(closed, cached.jaxpr, bucket, iotas)
+            drops.update(cached.drops or {})
+            why = differs(closed, cached.jaxpr, bucket, iotas, drops)
             if why is None:
                 return cached, None
             iotas.clear()
+            drops.clear()
         verdict = self._judge(flat_fn, leaves, closed)
-        why = differs(closed, verdict.jaxpr, bucket, iotas) if closed is not None else "the bucket's trace failed"
+        drops.update(verdict.drops or {})
+        why = differs(closed, verdict.jaxpr, bucket, iotas, drops) if closed is not None else "the bucket's trace failed"
         if key is not None:
             with self._lock:
                 if len(self._verdicts) >= _VERDICTS:

@@ -47,6 +47,7 @@ class Verdict(NamedTuple):
     outputs: tuple  # per flat output: the axis to slice (None: not sliced)
     guards: tuple  # Guard: comparisons of the count the user's code made
     callbacks: tuple  # Callback: in walk order, with their operands' and results' row axes
+    drops: Any = None  # id of a scatter writing rows by the row index -> its indices' row axis (_run)
 
 
 class Leaf(NamedTuple):
@@ -89,7 +90,7 @@ def judge(fn: Callable[..., Any], leaves: list[Leaf], lenient: bool, function: s
     if analysis.custom:
         guards += _derivatives(closed, concrete, leaves, outs, lenient, function, names, n, analysis.custom)
     return Verdict(_kept(closed), jax.tree_util.tree_structure(out_shape), tuple(axes), tuple(guards),
-                   tuple(analysis.callbacks))
+                   tuple(analysis.callbacks), dict(analysis.drops))
 
 
 def _kept(closed: Any) -> Any:
