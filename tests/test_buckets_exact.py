@@ -216,3 +216,36 @@ def test_an_add_at_the_row_index_adds_each_real_row_once():
     fn = lambda x, labels, w: jnp.zeros((x.shape[0], 4)).at[jnp.arange(x.shape[0])].add(x @ w)  # noqa: E731
     f = by_rows(fn, (5, 3, 6), {"x": 0})
     same(f(rows(5), LABELS[:5], W), rows(5) @ W)
+
+
+# ----- the checking mode ----------------------------------------------------------------
+def test_the_checking_mode_checks_the_program_that_runs(monkeypatch):
+    """Its gradient check differentiates the bucket's own program (row indices clamped), not
+    a plain trace at the bucket's size: no false alarm."""
+    monkeypatch.setenv("STATICFIELD_CHECK_BUCKETS", "1")
+    as_plain_jit(INDEXED["sqrt"], (5, 3))
+    by_rows(lambda x, labels, w: jnp.zeros((x.shape[0], 4)).at[jnp.arange(x.shape[0])].add(x @ w), (5,), {"x": 0})
+
+
+def test_the_checking_mode_says_nan_where_the_reference_is_finite():
+    from staticfield._buckets._report import _differ
+
+    text = _differ(np.array([1.0, np.nan], np.float32), np.array([1.0, 2.0], np.float32))
+    assert text is not None and "nan" in text and "2.0" in text
+    assert _differ(np.array([np.inf]), np.array([1.0])) is not None
+    assert _differ(np.array([np.nan]), np.array([np.nan])) is None
+
+
+def test_the_checking_mode_tolerates_half_precision_rounding(monkeypatch):
+    """A correct float16 MLP differs from the unpadded call by an ulp or so: no BucketCheckError."""
+    monkeypatch.setenv("STATICFIELD_CHECK_BUCKETS", "1")
+    w1 = jnp.asarray(np.random.RandomState(0).randn(4, 32), jnp.float16)
+    w2 = jnp.asarray(np.random.RandomState(1).randn(32, 4), jnp.float16)
+    f = sf.jit(lambda x, w1, w2: jnp.tanh(x @ w1) @ w2, buckets={"x": 0})
+    for n in (3, 5, 7, 11, 13):
+        x = np.random.RandomState(n).randn(n, 4).astype(np.float16)
+        f(x, w1, w2)
+    from staticfield._buckets._report import _differ
+
+    assert _differ(np.float16([1.0]), np.float16([1.0009765625])) is None
+    assert _differ(np.float32([1.0]), np.float32([1.001])) is not None

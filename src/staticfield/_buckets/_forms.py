@@ -15,7 +15,8 @@ here in one place, each tested to compute the same (``tests/test_buckets_exact.p
 - ``gather as static slice``: a gather of a constant index along one non-row axis,
   promised in bounds (``x[:, j]``, ``x[:, a:b]``, ``x[:, ::k]`` at a symbol) against the
   ``slice`` (and ``squeeze``; no slice at all for a whole axis) JAX writes at a number,
-  picking the same elements.
+  picking the same elements (a gather of the whole array, as ``x[:, ::-1]`` makes before
+  its ``rev``, is its operand).
 """
 
 from __future__ import annotations
@@ -100,6 +101,13 @@ class Side:
                 is_int(eqn.params.get("new_dtype")):
             self.alias[out] = Count(ops[0].value, out.aval.dtype)
             return True
+        if self.symbolic and name == "gather" and not isinstance(ops[0], Count):  # gather of a whole array
+            form = as_slice(eqn, self, self.count)
+            if form is not None and form[3] is None and alike_at(ops[0].aval, out.aval, self.count) and \
+                    [range(a, b, k) for a, b, k in zip(*form[:3])] == \
+                    [range(at(d, self.count)) for d in ops[0].aval.shape]:
+                self.alias[out] = ops[0]
+                return True
         if name in ("mul", "add") and len(ops) == 2:  # normalisation: identity
             unit = 1 if name == "mul" else 0
             for k in (0, 1):
@@ -131,6 +139,10 @@ FOLDED = 4096  # the largest constant index folded
 def alike(a: Any, b: Any) -> bool:
     return tuple(a.shape) == tuple(b.shape) and a.dtype == b.dtype and \
         getattr(a, "weak_type", False) == getattr(b, "weak_type", False)
+
+
+def alike_at(a: Any, b: Any, count: int) -> bool:
+    return [at(d, count) for d in a.shape] == [at(d, count) for d in b.shape] and a.dtype == b.dtype
 
 
 def fold(eqn: Any, values: list) -> Any:
