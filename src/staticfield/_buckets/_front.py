@@ -164,6 +164,10 @@ class BucketSpec(Arguments, Traced, Reports, Recorded, Ahead):
             parts, rows = spec._parts(args, kwargs, plain)
             if rows is None:
                 return spec._unwrap(call(*args, **kwargs))
+            if not isinstance(rows, int):  # inside another bucketed function's analysis: its rows
+                if spec.mask:
+                    kwargs = dict(kwargs, valid=jax.numpy.ones((rows,), bool))
+                return spec._unwrap(call(*args, **kwargs))
             bucket = spec._bucket(rows, parts)
             given = (args, kwargs)
             if bucket != rows:

@@ -216,6 +216,11 @@ def dot_general(a: Any, eqn: Any, states: list) -> list:
 def conv(a: Any, eqn: Any, states: list) -> list:
     lhs, rhs = states
     dn = eqn.params["dimension_numbers"]
+    if isinstance(lhs, Row) and isinstance(rhs, Row) and dn is not None and lhs.axis == dn.lhs_spec[1] and \
+            rhs.axis == dn.rhs_spec[1] and eqn.params.get("feature_group_count", 1) == 1 and \
+            eqn.params.get("batch_group_count", 1) == 1 and \
+            (is_zero(eqn.invars[0], lhs) or is_zero(eqn.invars[1], rhs)):
+        return [None]  # a kernel's gradient: a sum over the real rows only (zero on the pad rows)
     if not isinstance(lhs, Row) or isinstance(rhs, Row) or eqn.params.get("batch_group_count", 1) != 1 \
             or dn is None or lhs.axis != dn.lhs_spec[0]:
         raise Mixing(eqn, "convolves across the rows", first_row(eqn, states))

@@ -138,7 +138,8 @@ class Traced:
                 self.exact.add(bucket)
             raise Retry() from None
         out_tree = jax.tree_util.tree_structure(out_shape)
-        if bucket is None or not self._sound:  # no rows in this call (or no analysis): plain jax.jit
+        if bucket is None or not self._sound or not isinstance(bucket, int):  # no rows, no analysis, or
+            # the row count of an enclosing bucketed function's analysis: plain jax.jit
             return Rows(out_tree.unflatten(jaxpr_as_fun(closed)(*dyn)), (None,) * out_tree.num_leaves)
         iotas: list = []
         drops: dict = {}

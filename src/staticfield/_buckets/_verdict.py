@@ -32,7 +32,7 @@ from ._analysis import Analysis
 from ._control import RULES as CONTROL_RULES
 from ._errors import (COUNT_USED, HASHED, MIXES_ROWS, NEEDS_COUNT, NO_ROW_OUTPUT, OUTPUT_PAIRS, RULE_GRADIENT,
                       RULE_UNTRACEABLE, BucketError, output_name)
-from ._lattice import Counted, CountUsed, Mixed, Mixing, Row, n_axes, shape, symbolic
+from ._lattice import Counted, CountUsed, Known, Mixed, Mixing, Row, n_axes, shape, symbolic
 from ._rules import RULES as ROW_RULES
 from ._rules import elementwise_in_jax
 from ._symbolic import NAME, Guard, symbol, trace, user_line
@@ -132,6 +132,8 @@ def _outputs(outs: list, outvars: list, paths: list, lenient: bool, function: st
             raise BucketError(OUTPUT_PAIRS.format(function=function, output=output, aval=aval.replace(NAME, "rows")))
         if isinstance(state, Row):
             axes.append(state.axis)
+        elif (state is None or isinstance(state, Known)) and not symbolic(v):  # free of the rows: as it is
+            axes.append(None)
         elif lenient:
             axes.append(found[0] if found else None)
         else:
