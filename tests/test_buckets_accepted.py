@@ -79,3 +79,16 @@ def test_a_pure_callback_returning_rows_keeps_its_buckets():
         x = np.random.RandomState(n).randn(n, 4).astype(np.float32)
         same(f(x), x * 2 + 1)
     assert set(f.buckets()) == {4, 8} and f.compile_count == 2
+
+
+def test_a_zero_or_one_row_call_does_not_end_bucketing():
+    """JAX writes some programs otherwise for 0 or 1 rows (a size-1 axis broadcasts); those
+    programs serve their own size only, so the other buckets stay."""
+    fn = lambda x: jnp.take_along_axis(x, jnp.argsort(x, axis=1), axis=1) * 2  # noqa: E731
+    f = sf.jit(fn, buckets={"x": 0})
+    for n in (0, 1, 5, 3, 7):
+        x = np.random.RandomState(n).randn(n, 4).astype(np.float32)
+        same(f(x), jax.jit(fn)(x))
+        if n:
+            same(jax.grad(lambda x: jnp.sum(f(x) ** 2))(x), jax.grad(lambda x: jnp.sum(jax.jit(fn)(x) ** 2))(x))
+    assert set(f.buckets()) == {0, 1, 4, 8}

@@ -21,7 +21,8 @@ D = 4
 KEY = jax.random.key(7)
 COUNTS = (0, 1, 4, 5)  # none, one, exactly a bucket (4), one past it (5 rows in bucket 8)
 EXAMPLES = int(os.environ.get("STATICFIELD_ORACLE_EXAMPLES", "30"))
-STATS = {"programs": 0, "accepted": 0, "refused": 0, "calls": 0}
+STATS = {"programs": 0, "accepted": 0, "refused": 0, "calls": 0, "exact": 0}
+EXACT: list = []  # accepted programs whose buckets fell back to exact sizes (the exact rule)
 
 
 @jax.custom_vjp
@@ -217,6 +218,9 @@ def test_every_program_is_refused_or_equals_plain_jit(names, two):
         assert any(n in MIXING for n in names) or True  # a refusal is always allowed
     else:
         STATS["accepted"] += 1
+        if 5 in f.buckets():  # 5 rows ran at their own size, not in bucket 8
+            STATS["exact"] += 1
+            EXACT.append(names)
     if not any(n in MIXING for n in names):
         assert not refused, f"row-wise program refused: {names}"
 
@@ -226,5 +230,8 @@ def test_the_oracle_accepted_and_refused_programs():
     if not STATS["programs"]:
         return  # run alone (-k): nothing to report
     print(f"\nbucket oracle (jax {jax.__version__}): {STATS['programs']} programs, {STATS['accepted']} "
-          f"accepted, {STATS['refused']} refused, {STATS['calls']} calls compared", file=sys.__stderr__)
+          f"accepted ({STATS['exact']} of them at exact sizes), {STATS['refused']} refused, "
+          f"{STATS['calls']} calls compared", file=sys.__stderr__)
+    for names in EXACT:
+        print(f"  exact: {names}", file=sys.__stderr__)
     assert STATS["accepted"] > 0 and STATS["refused"] > 0

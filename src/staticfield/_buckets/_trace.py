@@ -151,8 +151,8 @@ class Traced:
                     self._fits.clear()
             if why is not None:
                 self.exact.add(bucket)
-                if self.exact_why is None:
-                    self.exact_why = why
+                if self.exact_why is None and bucket > 1:  # (0 and 1 row: only ever their own size,
+                    self.exact_why = why  # where JAX specialises size-1 axes; the symbol is >= 1)
         callbacks = (takes_rows(verdict.callbacks) or bool(iotas) or bool(drops)) and not self.mask  # takes the count
         if callbacks and count is None:
             self.needs_count = True
