@@ -249,3 +249,14 @@ def test_the_checking_mode_tolerates_half_precision_rounding(monkeypatch):
 
     assert _differ(np.float16([1.0]), np.float16([1.0009765625])) is None
     assert _differ(np.float32([1.0]), np.float32([1.001])) is not None
+
+
+# ----- messages name the user's own line ---------------------------------------------
+def test_a_count_needed_by_numpy_names_the_users_line():
+    def fn(x):
+        return x * np.ones(x.shape[0])[:, None]
+
+    with pytest.raises(sf.BucketError) as info:
+        sf.jit(fn, buckets={"x": 0})(rows(5))
+    line = fn.__code__.co_firstlineno + 1
+    assert f"test_buckets_exact.py:{line} needs" in str(info.value) and "site-packages" not in str(info.value)

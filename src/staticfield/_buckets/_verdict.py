@@ -35,6 +35,7 @@ from ._errors import (COUNT_USED, HASHED, MIXES_ROWS, NEEDS_COUNT, NO_ROW_OUTPUT
 from ._lattice import Counted, CountUsed, Known, Mixed, Mixing, Row, n_axes, shape, symbolic
 from ._rules import RULES as ROW_RULES
 from ._rules import elementwise_in_jax
+from ._compare import where
 from ._symbolic import NAME, Guard, symbol, trace, user_line
 
 RULES = {**ROW_RULES, **CONTROL_RULES}
@@ -268,6 +269,10 @@ def _line(eqns: list) -> str:
             continue
         if text and not text.startswith("unknown") and ":" in text:
             return text
+    for eqn in eqns:  # JAX could not say: the innermost frame of the user's own code
+        line = where(eqn) if eqn is not None else None
+        if line is not None:
+            return line
     return "an unknown line"
 
 
