@@ -69,6 +69,9 @@ class _Call:
 class BucketSpec(Arguments, Traced, Reports, Recorded, Ahead):
     """The buckets of one function (see the module docstring)."""
 
+    method = False  # a jit_method's (set by it): its calls pass `valid` by keyword
+    reads_statics = False  # a deps="read" jit_method's: verdicts keyed by self's type
+
     def __init__(self, fn: Callable, function: str, buckets: Any, sizes: Any, mask: Any,
                  static_names: frozenset) -> None:
         if not isinstance(buckets, dict) or not buckets or any(

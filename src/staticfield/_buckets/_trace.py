@@ -91,6 +91,7 @@ class Traced:
     _leaves: Callable
     _found: Callable
     exact_program: Callable
+    reads_statics: bool
 
     def _init_traced(self) -> None:
         self._verdicts: dict[Any, Verdict] = {}
@@ -222,7 +223,7 @@ class Traced:
         shapes = tuple((tuple(None if k == leaf.axis else d for k, d in enumerate(leaf.aval.shape)),
                         str(leaf.aval.dtype), getattr(leaf.aval, "weak_type", False)) for leaf in leaves)
         bucketed = {name for name, _, _ in found}
-        reads = getattr(self, "reads_statics", False)
+        reads = self.reads_statics
         others = tuple(_signature(v, reads and i == 0) for i, v in enumerate(args)
                        if i >= len(self.params) or self.params[i] not in bucketed)
         others += tuple((k, _signature(v)) for k, v in sorted(kwargs.items()) if k not in bucketed)
