@@ -260,3 +260,17 @@ def test_a_count_needed_by_numpy_names_the_users_line():
         sf.jit(fn, buckets={"x": 0})(rows(5))
     line = fn.__code__.co_firstlineno + 1
     assert f"test_buckets_exact.py:{line} needs" in str(info.value) and "site-packages" not in str(info.value)
+
+
+# ----- the near miss: a side argument kept at the real count --------------------------
+def test_a_side_argument_at_the_row_count_is_named_once():
+    import warnings
+
+    f = sf.jit(lambda x, lengths: (x * 2, lengths + 1), buckets={"x": 0})
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for n in (37, 38, 39):
+            f(rows(n), np.arange(n, dtype=np.int32))
+    said = [str(w.message) for w in seen if "lengths" in str(w.message)]
+    assert len(said) == 1 and 'add "lengths": 0 to buckets=' in said[0], said
+    assert 'lengths.shape[0]: 38 → 39 is the row count of `x`: add "lengths": 0 to buckets=' in str(f.recompiles[-1])

@@ -268,6 +268,8 @@ class Reports:
         done: set[str] = set()
         for change in changes:
             root = change.path.split(".", 1)[0].split("[", 1)[0]
+            if change.kind == "shape" and root not in self.axes and state is not None:
+                change = self._near_miss(change, root, state)
             if change.kind != "shape" or root not in self.axes or state is None:
                 out.append(change)
                 continue
@@ -292,6 +294,25 @@ class Reports:
                 out.append(Change(path, "bucket", self._size(old[k], None), self._size(new[k], state),
                                   rows=str(state.rows), **({"hint": hint} if hint else {})))
         return out
+
+    def _near_miss(self, change: Change, root: str, state: Any) -> Change:
+        """A side argument left out of ``buckets=`` whose axis has the real row count, now and
+        at the call that compiled last (``lengths``, ``logits``): it compiles once per count.
+        The explanation says how to add it, and a warning says so once."""
+        old, new = _dims(change.old), _dims(change.new)
+        last = getattr(self, "_last_rows", None)
+        if old is None or new is None or len(old) != len(new) or last is None or last == state.rows:
+            return change
+        axes = [k for k in range(len(new)) if new[k] == state.rows and old[k] == last]
+        if len(axes) != 1:
+            return change
+        k = axes[0]
+        names = ", ".join(f"`{n}`" for n in self.axes)
+        hint = (f"{change.path}.shape[{k}]: {old[k]} → {new[k]} is the row count of {names}: add "
+                f"\"{root}\": {k} to buckets=")
+        _once(f"{self.function}: `{root}` has the row count of {names} on axis {k} but is not in buckets=, so it "
+              f"compiles once per row count; add \"{root}\": {k} to buckets=")
+        return dataclasses.replace(change, hint=hint)
 
     def _size(self, size: int, state: Any) -> str:
         """A program's size as the explanation says it: ``64``, or ``exact 37`` for a
