@@ -6,7 +6,7 @@ never imports ``_jit``): it finds the bucketed arguments' rows, picks the bucket
 (``_sizes``), pads (``_pad``), calls, slices the outputs that carry the row axis and counts
 ``buckets()``. A call whose one bucketed argument is a plain array passed by position
 takes a short path. What JAX traces (``spec.body(fn)``) is ``_trace``'s; the checking
-mode and the explanations are ``_report``'s; what a program store record keeps of a
+mode is ``_report``'s, the explanations ``_explanations``'; what a program store record keeps of a
 bucket, ``_recorded``'s; the arguments and results ahead of time (``lower``,
 ``eval_shape``, ``precompile``), ``_ahead``'s.
 """
@@ -28,6 +28,7 @@ from . import _pad
 from ._ahead import Ahead
 from ._args import Arguments
 from ._recorded import Recorded
+from ._explanations import Explanations
 from ._report import Reports
 from ._symbolic import available
 from ._trace import ROWS_KW, Retry, Rows, Traced
@@ -66,7 +67,7 @@ class _Call:
         self.rows, self.bucket, self.traced, self.check, self.program = rows, bucket, False, False, None
 
 
-class BucketSpec(Arguments, Traced, Reports, Recorded, Ahead):
+class BucketSpec(Arguments, Traced, Reports, Explanations, Recorded, Ahead):
     """The buckets of one function (see the module docstring)."""
 
     method = False  # a jit_method's (set by it): its calls pass `valid` by keyword
