@@ -103,6 +103,20 @@ def test_a_decision_in_code_without_a_file(filename):
     as_plain_jit(scope["fn"], (5, 8, 3, 6))  # 5 rows: bucket 8's program is the analysed one
 
 
+def test_a_caught_conversion_of_the_count_is_a_decision():
+    """`int(n)` fails for the symbol; code that catches it and picks 8 is right at 8 rows
+    only: bucket 8's program is the symbolic one, but 5 rows must get `x * 5`."""
+    def fn(x, w):
+        try:
+            k = int(x.shape[0])
+        except Exception:  # noqa: BLE001 - the code under test catches it
+            k = 8
+        return (x @ w) * k
+
+    f = as_plain_jit(fn, (5, 3, 8))
+    assert 8 not in f.buckets() or f.buckets()[8]["padded"] == 0
+
+
 # ----- 4. the verdict is keyed by the full non-row key --------------------------------
 @sf.dataclass
 class Scale:

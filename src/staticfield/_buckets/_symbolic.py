@@ -13,7 +13,8 @@ comparison of ``n`` made by code outside JAX is recorded:
 ``cache[x.shape]``           refusal (``Trace.hashed`` names the line)
 ``x.shape[0] > 3``,          JAX raises ``InconclusiveDimensionOperation`` (or a
 ``int(n)``, ``range(n)``     ``TypeError``): the trace fails, and ``needs_count``
-                             names the line and what needed a concrete count
+                             names the line and what needed a concrete count; where
+                             the user's code catches it, ``Trace.caught`` says where
 ==========================  ========================================================
 
 JAX's own comparisons (broadcasting checks, shape rules) are JAX's to keep sound for
@@ -113,6 +114,7 @@ class Recorder:
         self.scope = scope
         self.guards: list[Guard] = []
         self.hashed: list[str] = []
+        self.caught: list[str] = []  # a conversion or ordering of the count that raised, where
 
 
 def _install() -> None:
@@ -156,7 +158,30 @@ def _install() -> None:
             return hash_(self)
 
         cls.__eq__, cls.__ne__, cls.__hash__ = __eq__, __ne__, __hash__
+        for name in ("__int__", "__ge__", "__le__", "__gt__", "__lt__"):
+            if name in vars(cls):
+                setattr(cls, name, _noting(vars(cls)[name]))
         _installed = True
+
+
+def _noting(method: Any) -> Any:
+    """``method`` of the symbol, noting where the user's code asked it for a concrete count
+    (``int(n)``, ``n > 3``) and JAX could not answer: caught, that is a decision no guard
+    states (``Recorder.caught``)."""
+
+    def noted(self: Any, *args: Any) -> Any:
+        try:
+            return method(self, *args)
+        except Exception:
+            rec = getattr(_LOCAL, "recorder", None)
+            if rec is not None and getattr(self, "scope", None) is rec.scope:
+                frame = sys._getframe(1)
+                if _users(frame):
+                    rec.caught.append(where(frame))
+            raise
+
+    noted.__name__ = getattr(method, "__name__", "noted")
+    return noted
 
 
 def symbol() -> Any:

@@ -147,6 +147,8 @@ class Traced:
         iotas: list = []
         drops: dict = {}
         verdict, why = self._judged(key, flat_fn, leaves, closed, bucket, iotas, drops)
+        if verdict.caught is not None and why is None:  # a decision on the count no guard can state
+            why = f"the code at {verdict.caught} caught a failed conversion of the row count"
         with self._lock:
             for guard in verdict.guards:
                 if guard not in self.guards:

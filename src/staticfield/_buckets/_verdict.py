@@ -49,6 +49,7 @@ class Verdict(NamedTuple):
     guards: tuple  # Guard: comparisons of the count the user's code made
     callbacks: tuple  # Callback: in walk order, with their operands' and results' row axes
     drops: Any = None  # id of a scatter writing rows by the row index -> its indices' row axis (_run)
+    caught: str | None = None  # where the code caught a failed conversion of the count (no program holds)
 
 
 class Leaf(NamedTuple):
@@ -91,7 +92,7 @@ def judge(fn: Callable[..., Any], leaves: list[Leaf], lenient: bool, function: s
     if analysis.custom:
         guards += _derivatives(closed, concrete, leaves, outs, lenient, function, names, n, analysis.custom)
     return Verdict(_kept(closed), jax.tree_util.tree_structure(out_shape), tuple(axes), tuple(guards),
-                   tuple(analysis.callbacks), dict(analysis.drops))
+                   tuple(analysis.callbacks), dict(analysis.drops), rec.caught[0] if rec.caught else None)
 
 
 def _kept(closed: Any) -> Any:
