@@ -92,3 +92,16 @@ def test_a_zero_or_one_row_call_does_not_end_bucketing():
         if n:
             same(jax.grad(lambda x: jnp.sum(f(x) ** 2))(x), jax.grad(lambda x: jnp.sum(jax.jit(fn)(x) ** 2))(x))
     assert set(f.buckets()) == {0, 1, 4, 8}
+
+
+@pytest.mark.parametrize("name", ["rfft", "fft", "irfft"])
+def test_an_fft_along_the_features(name):
+    fn = lambda x: jnp.abs(getattr(jnp.fft, name)(x, axis=1)) ** 2  # noqa: E731
+    f = sf.jit(fn, buckets={"x": 0})
+    for n in COUNTS:
+        x = np.random.RandomState(n).randn(n, 8).astype(np.float32)
+        same(f(x), jax.jit(fn)(x))
+        same(jax.grad(lambda x: jnp.sum(f(x)))(x), jax.grad(lambda x: jnp.sum(jax.jit(fn)(x)))(x))
+    assert set(f.buckets()) == {4, 8}
+    with pytest.raises(sf.BucketError, match="transforms along the rows"):
+        sf.jit(lambda x: jnp.fft.fft(x, axis=0).real, buckets={"x": 0})(np.ones((5, 8), np.float32))

@@ -246,6 +246,15 @@ def unstack(a: Any, eqn: Any, states: list) -> list:
     return [row._replace(axis=row.axis - (axis < row.axis))] * len(eqn.outvars)
 
 
+def fft(a: Any, eqn: Any, states: list) -> list:
+    """``jnp.fft`` over the trailing axes: row-wise where the rows are not among them."""
+    row = states[0]
+    rank = len(shape(eqn.invars[0]))
+    if row.axis >= rank - len(eqn.params["fft_lengths"]):
+        raise Mixing(eqn, "transforms along the rows", row)
+    return [row._replace(zero=False)]
+
+
 def tile(a: Any, eqn: Any, states: list) -> list:
     row = states[0]
     reps = tuple(eqn.params["reps"])
@@ -300,6 +309,6 @@ RULES.update({
     "sort": along("dimension", "sorts"), "concatenate": along("dimension", "concatenates"),
     "split": along("axis", "splits"), "optimization_barrier": identity, "random_bits": random_leading,
     "random_split": random_leading, "random_wrap": random_leading, "random_unwrap": random_leading,
-    "random_seed": random_leading, "stack": stack, "unstack": unstack, "tile": tile,
+    "random_seed": random_leading, "stack": stack, "unstack": unstack, "tile": tile, "fft": fft,
 })
 RULES.update(INDEXING)
