@@ -6,8 +6,8 @@ never imports ``_jit``): it finds the bucketed arguments' rows, picks the bucket
 (``_sizes``), pads (``_pad``), calls, slices the outputs that carry the row axis and counts
 ``buckets()``. A call whose one bucketed argument is a plain array passed by position
 takes a short path. What JAX traces (``spec.body(fn)``) is ``_trace``'s; the checking
-mode is ``_report``'s, the explanations ``_explanations``'; what a program store record keeps of a
-bucket, ``_recorded``'s; the arguments and results ahead of time (``lower``,
+mode is ``_report``'s, the explanations ``_explanations``'; what a program store record
+keeps of a bucket, ``_recorded``'s; the arguments and results ahead of time (``lower``,
 ``eval_shape``, ``precompile``), ``_ahead``'s.
 """
 

@@ -1,5 +1,6 @@
 """Running a bucket's program in the caller's trace, with its callbacks handed the real
-rows only.
+rows only, its row indices on pad rows the last real row's, and its pad rows' scatter
+writes by the row index dropped.
 
 ``run(closed, args, callbacks, count_operand)`` evaluates the bucket's concrete program
 (the one ``_compare`` showed to be the program analysed). Without callbacks that take rows
@@ -9,7 +10,10 @@ program) and a host wrapper that slices its row operands to the real rows before
 user's callback sees them; a result that carries rows (a ``pure_callback``'s) is padded
 back with copies of its last row, as the inputs were. Calls that hold such a callback are
 evaluated inline so that the count reaches it. Callbacks are met in the order the
-analysis noted them (``_analysis.Callback``).
+analysis noted them (``_analysis.Callback``). The same evaluation clamps each ``iota``
+along the row axis (``iotas``, named by ``_compare``) to ``count - 1``, and sends a pad
+row's index of each scatter by the row index (``drops``, named by ``_indexing``) out of
+bounds, with out-of-bounds writes dropped.
 """
 
 from __future__ import annotations

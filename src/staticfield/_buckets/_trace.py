@@ -10,11 +10,13 @@ is shown to be the program analysed.
    traced with the row count symbolic, analysed; cached per key), and whether the
    concrete program is that program at this size (``_compare``, an exact rule). A
    refusal is a ``BucketError`` naming the line. Once a bucket's program is not the
-   analysed one (``exact_why`` says where), every call runs at its exact size, and a call whose real count a guard
-   excludes runs at its own size: either way a call with fewer rows than the bucket is
-   sent back to run unpadded (``Retry``, caught by ``_front``, which asks ``fits``
-   before it pads next time);
-4. the program evaluated in the caller's trace (``_run``: callbacks get the real rows),
+   analysed one (``exact_why`` says where), every call runs at its exact size, and a
+   call whose real count a guard excludes runs at its own size: either way a call with
+   fewer rows than the bucket is sent back to run unpadded (``Retry``, caught by
+   ``_front``, which asks ``fits`` before it pads next time);
+4. the program evaluated in the caller's trace (``_run``: callbacks get the real rows,
+   row indices read on a pad row are the last real row's, a pad row's scatter write by
+   the row index is dropped),
    its outputs wrapped in ``Rows``, a pytree whose metadata is each output's row axis,
    so every program says how its own outputs are sliced.
 """
@@ -253,7 +255,8 @@ class Traced:
             drops.clear()
         verdict = self._judge(flat_fn, leaves, closed)
         drops.update(verdict.drops or {})
-        why = differs(closed, verdict.jaxpr, bucket, iotas, drops) if closed is not None else "the bucket's trace failed"
+        why = (differs(closed, verdict.jaxpr, bucket, iotas, drops) if closed is not None
+               else "the bucket's trace failed")
         if key is not None:
             with self._lock:
                 if len(self._verdicts) >= _VERDICTS:
