@@ -170,8 +170,9 @@ REFUSED = {
     "scan over rows": (lambda x: jax.lax.scan(lambda c, r: (c + r, c), jnp.zeros(x.shape[1]), x)[1],
                        r"`scan` .* scans over the rows"),
     "write a row": (lambda x: x.at[0].set(0.0), r"`scatter` .* scatters into rows by position"),
-    "no rule": (lambda x: jnp.fft.fft(x, axis=0).real, r"`fft` .*\(where the rows are on axis 1\) at "
-                                                       r".*test_buckets.py:\d+.* has no row rule"),
+    "fft along the rows": (lambda x: jnp.fft.fft(x, axis=0).real, r"`fft` .*\(where the rows are on axis 1\) at "
+                                                                  r".*test_buckets.py:\d+.* transforms along the rows"),
+    "no rule": (lambda x: jax.lax.approx_max_k(x, 2)[0], r"`approx_top_k` at .*test_buckets.py:\d+.* has no row rule"),
 }
 
 

@@ -288,3 +288,10 @@ def test_a_side_argument_at_the_row_count_is_named_once():
     said = [str(w.message) for w in seen if "lengths" in str(w.message)]
     assert len(said) == 1 and 'add "lengths": 0 to buckets=' in said[0], said
     assert 'lengths.shape[0]: 38 → 39 is the row count of `x`: add "lengths": 0 to buckets=' in str(f.recompiles[-1])
+
+
+def test_a_side_argument_combined_with_the_rows_is_named_in_the_refusal():
+    f = sf.jit(lambda x, lengths: x * lengths[:, None], buckets={"x": 0})
+    with pytest.raises(sf.BucketError, match=r'`lengths` has the real row count \(5\) on axis 0 but is not in '
+                                             r'buckets=, so it was not padded: add "lengths": 0 to buckets='):
+        f(rows(5), np.ones(5, np.float32))

@@ -23,9 +23,10 @@ is shown to be the program analysed.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import jax
 import jax.numpy as jnp
@@ -138,7 +139,8 @@ class Traced:
         except Exception:
             if bucket is None or rows == bucket or not self._sound:
                 raise
-            self._judge(flat_fn, leaves, None, rows)  # a refusal says why, naming the line
+            with self._side_hint(args, kwargs, rows, bucket):
+                self._judge(flat_fn, leaves, None, rows)  # a refusal says why, naming the line
             with self._lock:  # else the bucket's size itself fails (a split in 3 of 4 rows)
                 self.exact.add(bucket)
             raise Retry() from None
@@ -148,7 +150,8 @@ class Traced:
             return Rows(out_tree.unflatten(jaxpr_as_fun(closed)(*dyn)), (None,) * out_tree.num_leaves)
         iotas: list = []
         drops: dict = {}
-        verdict, why = self._judged(key, flat_fn, leaves, closed, bucket, iotas, drops)
+        with self._side_hint(args, kwargs, rows, bucket):
+            verdict, why = self._judged(key, flat_fn, leaves, closed, bucket, iotas, drops)
         if verdict.caught is not None and why is None:  # a decision on the count no guard can state
             why = f"the code at {verdict.caught} caught a failed conversion of the row count"
         with self._lock:
@@ -280,6 +283,26 @@ class Traced:
                 jax.make_jaxpr(flat_fn)(*real)
             except Exception as own:
                 raise own from None
+            raise
+
+    @contextlib.contextmanager
+    def _side_hint(self, args: tuple, kwargs: dict, rows: int, bucket: int) -> Iterator[None]:
+        """A refusal for a count the code needs, where an argument left out of ``buckets=``
+        has the real row count (the near miss: ``x * lengths[:, None]``): it says which
+        argument to add."""
+        try:
+            yield
+        except BucketError as exc:
+            if rows == bucket or "needs a concrete row count" not in str(exc):
+                raise
+            named = [(self.params[i] if i < len(self.params) else str(i), v) for i, v in enumerate(args)]
+            for name, value in [*named, *kwargs.items()]:
+                shape = tuple(getattr(getattr(value, "aval", None), "shape", None) or ())
+                if name in self.axes or rows not in shape:
+                    continue
+                k = shape.index(rows)
+                raise BucketError(f"{exc} `{name}` has the real row count ({rows}) on axis {k} but is not "
+                                  f"in buckets=, so it was not padded: add \"{name}\": {k} to buckets=.") from None
             raise
 
     def took_new_bucket(self) -> bool:
