@@ -170,8 +170,9 @@ REFUSED = {
     "scan over rows": (lambda x: jax.lax.scan(lambda c, r: (c + r, c), jnp.zeros(x.shape[1]), x)[1],
                        r"`scan` .* scans over the rows"),
     "write a row": (lambda x: x.at[0].set(0.0), r"`scatter` .* scatters into rows by position"),
-    "no rule": (lambda x: jnp.fft.fft(x, axis=0).real, r"`fft` .*\(where the rows are on axis 1\) at "
-                                                       r".*test_buckets.py:\d+.* has no row rule"),
+    "fft along the rows": (lambda x: jnp.fft.fft(x, axis=0).real, r"`fft` .*\(where the rows are on axis 1\) at "
+                                                                  r".*test_buckets.py:\d+.* transforms along the rows"),
+    "no rule": (lambda x: jax.lax.approx_max_k(x, 2)[0], r"`approx_top_k` at .*test_buckets.py:\d+.* has no row rule"),
 }
 
 
@@ -220,15 +221,21 @@ def test_the_row_count_used_as_a_value_is_refused(name):
     assert f.compile_count == 0
 
 
-def test_an_output_without_the_row_axis_is_refused():
-    """An output that does not carry the row axis is refused without mask=, even one of the
-    bucket's size (`jnp.ones(4)` cannot be told from `jnp.ones(len(x))`)."""
-    f = sf.jit(lambda x: (x * 2, jnp.float32(1.0)), buckets={"x": 0})
-    with pytest.raises(sf.BucketError, match=r"output \[1\] \(float32\[\]\) does not carry the row axis of the "
-                                             r"bucketed argument\(s\) `x`"):
-        f(rows(3))
-    g = sf.jit(lambda x: (x * 2, jnp.ones(4)), buckets={"x": 0})
-    with pytest.raises(sf.BucketError, match=r"output \[1\] \(float32\[4\]\) does not carry the row axis"):
+def test_an_output_free_of_the_rows_is_returned_as_it_is():
+    """An output that does not depend on the rows (`jnp.sum(w ** 2)` beside them, a constant of
+    the bucket's size) is returned as it is, not sliced; one computed from the rows without
+    their axis is a reduction over them, refused."""
+    w = jnp.full((4, 4), 0.5)
+    fn = lambda x, w: (x @ w, jnp.sum(w ** 2), jnp.ones(4))  # noqa: E731
+    f = sf.jit(fn, buckets={"x": 0})
+    for n in (3, 5):
+        got, want = f(rows(n, 4), w), jax.jit(fn)(rows(n, 4), w)
+        for g, e in zip(got, want):
+            np.testing.assert_allclose(g, e, rtol=1e-6)
+        loss = lambda h: lambda w: sum(jnp.sum(o) for o in h(rows(n, 4), w))  # noqa: E731
+        np.testing.assert_allclose(jax.grad(loss(f))(w), jax.grad(loss(jax.jit(fn)))(w), rtol=1e-5)
+    g = sf.jit(lambda x: (x * 2, x.sum(1).sum()), buckets={"x": 0})
+    with pytest.raises(sf.BucketError, match="the rows"):
         g(rows(3))
 
 

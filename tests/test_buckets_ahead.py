@@ -101,3 +101,32 @@ def test_auto_precompile_runs_the_size_a_call_would():
     f.precompile(spec(6), W)  # after 5 rows: pow2
     with sf.no_compiles():
         assert f(rows(7), W)[0].shape == (7, 3)
+
+
+@pytest.mark.usefixtures("no_check_buckets")
+def test_precompile_with_a_mask_prepares_the_program_a_call_runs():
+    """sf.jit and jit_method with mask="valid": after precompile, a call of that shape
+    compiles nothing (the mask is staticfield's argument, passed as a call passes it)."""
+    def fn(x, w, valid):
+        return jnp.where(valid[:, None], x @ w, 0.0)
+
+    f = sf.jit(fn, buckets={"x": 0}, mask="valid")
+    f.precompile(rows(5), W)
+    with sf.no_compiles():
+        f(rows(5), W)
+        f(rows(7), W)
+    assert f.compile_count == 1
+
+    @sf.dataclass
+    class Masked:
+        w: jax.Array
+
+        @sf.jit_method(buckets={"x": 0}, mask="valid")
+        def apply(self, x, valid):
+            return jnp.where(valid[:, None], x @ self.w, 0.0)
+
+    m = Masked(jnp.asarray(W))
+    Masked.apply.precompile(m, rows(5))
+    with sf.no_compiles():
+        m.apply(rows(6))
+    assert Masked.apply.compile_count == 1

@@ -21,7 +21,8 @@ D = 4
 KEY = jax.random.key(7)
 COUNTS = (0, 1, 4, 5)  # none, one, exactly a bucket (4), one past it (5 rows in bucket 8)
 EXAMPLES = int(os.environ.get("STATICFIELD_ORACLE_EXAMPLES", "30"))
-STATS = {"programs": 0, "accepted": 0, "refused": 0, "calls": 0}
+STATS = {"programs": 0, "accepted": 0, "refused": 0, "calls": 0, "exact": 0}
+EXACT: list = []  # accepted programs whose buckets fell back to exact sizes (the exact rule)
 
 
 @jax.custom_vjp
@@ -80,8 +81,34 @@ def _while_features(x, w):
     return lax.while_loop(lambda s: s[0] < 3, body, (0, x))[1]
 
 
+_EXEC: dict = {}  # a decision on the count in code without a file (a notebook cell, exec)
+exec(compile("def exec_fork(x, w):\n    if x.shape[0] == 5:\n        return x * 3\n    return x + 1\n",
+             "<ipython-input-1-oracle>", "exec"), _EXEC)
+_INNER = sf.jit(lambda a: jnp.tanh(a) * 2, buckets={"a": 0})  # a bucketed function inside another
+
+
+def _host_double(a):
+    return np.asarray(a) * 2
+
+
+def _conv_relu(x, w):  # a CNN layer over the features, relu after it
+    h = lax.conv_general_dilated(x[:, :, None], w[:3, :1, None], (1,), "SAME", dimension_numbers=("NWC", "WIO", "NWC"))
+    return jax.nn.relu(h[:, :, 0]) + jax.nn.softplus(x)
+
+
 # Row-wise operations: each maps (x, w) to a float (n, D) array, row by row.
 ROW_WISE = {
+    "fork on the count": lambda x, w: x * 2 if x.shape[0] == 5 else x - 1,
+    "constant fork": lambda x, w: x * (2.0 if x.shape[0] == 8 else 1.0),
+    "cond on the count": lambda x, w: lax.cond(x.shape[0] == 8, lambda a: a * 2, lambda a: a - 1, x),
+    "exec'd fork": _EXEC["exec_fork"],
+    "sqrt of the row index": lambda x, w: x * jnp.sqrt(4.5 - jnp.arange(x.shape[0], dtype=x.dtype))[:, None],
+    "log of the row index": lambda x, w: x * jnp.log(5.0 - jnp.arange(x.shape[0], dtype=x.dtype))[:, None],
+    "label gather": lambda x, w: x + jax.nn.log_softmax(x)[jnp.arange(x.shape[0]), 1][:, None],
+    "add at the row index": lambda x, w: jnp.zeros_like(x).at[jnp.arange(x.shape[0])].add(x),
+    "pure_callback": lambda x, w: jax.pure_callback(_host_double, jax.ShapeDtypeStruct(x.shape, x.dtype), x),
+    "nested bucketed": lambda x, w: _INNER(x),
+    "conv and relu": _conv_relu,
     "log": lambda x, w: jnp.log(jnp.abs(x) + 0.1),
     "sqrt of abs": lambda x, w: jnp.sqrt(jnp.abs(x)),  # infinite slope at 0: a zero pad row gave NaN
     "reciprocal": lambda x, w: 1.0 / (jnp.abs(x) + 0.5),
@@ -217,6 +244,9 @@ def test_every_program_is_refused_or_equals_plain_jit(names, two):
         assert any(n in MIXING for n in names) or True  # a refusal is always allowed
     else:
         STATS["accepted"] += 1
+        if 5 in f.buckets():  # 5 rows ran at their own size, not in bucket 8
+            STATS["exact"] += 1
+            EXACT.append(names)
     if not any(n in MIXING for n in names):
         assert not refused, f"row-wise program refused: {names}"
 
@@ -226,5 +256,8 @@ def test_the_oracle_accepted_and_refused_programs():
     if not STATS["programs"]:
         return  # run alone (-k): nothing to report
     print(f"\nbucket oracle (jax {jax.__version__}): {STATS['programs']} programs, {STATS['accepted']} "
-          f"accepted, {STATS['refused']} refused, {STATS['calls']} calls compared", file=sys.__stderr__)
+          f"accepted ({STATS['exact']} of them at exact sizes), {STATS['refused']} refused, "
+          f"{STATS['calls']} calls compared", file=sys.__stderr__)
+    for names in EXACT:
+        print(f"  exact: {names}", file=sys.__stderr__)
     assert STATS["accepted"] > 0 and STATS["refused"] > 0

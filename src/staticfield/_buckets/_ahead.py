@@ -44,6 +44,8 @@ class Ahead:
     function: str
     mask: Any
     positions: dict
+    params: list
+    method: bool
     _parts: Callable
     _bucket: Callable
     _local: Any
@@ -63,8 +65,12 @@ class Ahead:
                 args[self.positions[name]] = value
             else:
                 kwargs[name] = value
-        if self.mask:
-            kwargs["valid"] = jax.ShapeDtypeStruct((bucket,), np.dtype(bool))
+        if self.mask:  # where a call's path puts it (sf.jit's binds its parameters by position)
+            valid = jax.ShapeDtypeStruct((bucket,), np.dtype(bool))
+            if not self.method and "valid" in self.params and self.params.index("valid") == len(args):
+                args.append(valid)
+            else:
+                kwargs["valid"] = valid
         return tuple(args), kwargs, rows, bucket
 
     @contextlib.contextmanager

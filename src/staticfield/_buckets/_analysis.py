@@ -18,6 +18,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+import numpy as np
+
+from ._symbolic import is_n as is_n_dim
 from ._lattice import (Counted, CountUsed, Known, Mixed, Mixing, Row, first_row, is_literal, literal, n_axes, shape,
                        symbolic)
 
@@ -45,6 +48,9 @@ class Analysis:
         self.callbacks: list[Callback] = []
         self.enclosing: list[Any] = []  # the equations whose jaxprs the walk is inside
         self.custom: dict[str, set] = {}  # custom derivative primitives met: their rules' names
+        self.producer: dict = {}  # variable -> the equation that made it (every jaxpr walked)
+        self.states: dict = {}  # variable -> its state
+        self.drops: dict = {}  # id of a scatter writing rows by the row index -> its indices' row axis
 
     def run(self, jaxpr: Any, consts: list, ins: list) -> list:
         """The states of ``jaxpr``'s outputs, given those of its inputs."""
@@ -61,7 +67,71 @@ class Analysis:
             outs = self.equation(eqn, [read(v) for v in eqn.invars])
             for v, s in zip(eqn.outvars, outs):
                 env[v] = s
+                self.producer[v] = eqn
+                self.states[v] = s
         return [read(v) for v in jaxpr.outvars]
+
+    # ----- the row index (``jnp.arange(n)``) as an index: row by row ---------------------
+    def nonneg(self, v: Any, depth: int = 0) -> bool:
+        """Whether ``v`` is never negative: the row index, sizes, and sums and products of them."""
+        if is_literal(v):
+            return np.all(np.asarray(v.val) >= 0)
+        eqn = self.producer.get(v)
+        if eqn is None or depth > 12:
+            return False
+        name = eqn.primitive.name
+        if name in ("iota", "dim_as_value"):
+            return True
+        if name in ("broadcast_in_dim", "convert_element_type", "reshape", "squeeze", "add", "mul", "max",
+                    "concatenate"):
+            ops = eqn.invars if name != "broadcast_in_dim" else eqn.invars[:1]
+            return all(self.nonneg(o, depth + 1) for o in ops)
+        if name == "select_n":
+            return all(self.nonneg(o, depth + 1) for o in eqn.invars[1:])
+        return False
+
+    def row_index(self, v: Any, depth: int = 0) -> bool:
+        """Whether ``v`` holds, on its row axis, each row's own index (``jnp.arange(n)``, JAX's
+        negative-index fix-up of it included), and nothing else."""
+        eqn = None if is_literal(v) else self.producer.get(v)
+        if eqn is None or depth > 12:
+            return False
+        name, p = eqn.primitive.name, eqn.params
+        if name == "iota":
+            return is_n_dim(p["shape"][p["dimension"]])
+        if name in ("broadcast_in_dim", "convert_element_type", "reshape", "squeeze"):
+            return self.row_index(eqn.invars[0], depth + 1)
+        if name in ("mul", "add") and len(eqn.invars) == 2:
+            unit = 1 if name == "mul" else 0
+            for k in (0, 1):
+                lit = eqn.invars[k]
+                if is_literal(lit) and np.shape(lit.val) == () and lit.val == unit:
+                    return self.row_index(eqn.invars[1 - k], depth + 1)
+            return False
+        if name == "select_n":
+            pred = self.states.get(eqn.invars[0]) if not is_literal(eqn.invars[0]) else literal(eqn.invars[0])
+            if isinstance(pred, Known) and len(eqn.invars) == 3:
+                return self.row_index(eqn.invars[1 + int(bool(pred.value))], depth + 1)
+        return False
+
+    def component(self, v: Any, j: int) -> Any:
+        """The ``j``-th entry of an index vector (JAX's gathers and scatters keep it last), as
+        the variable it was concatenated from (``None`` where that cannot be told)."""
+        last = len(shape(v)) - 1
+        if shape(v)[last] == 1 and j == 0:
+            return v
+        eqn = None if is_literal(v) else self.producer.get(v)
+        if eqn is None or eqn.primitive.name != "concatenate" or eqn.params["dimension"] != last:
+            return None
+        at_ = 0
+        for piece in eqn.invars:
+            size = shape(piece)[last]
+            if not isinstance(size, int):
+                return None
+            if at_ <= j < at_ + size:
+                return self.component(piece, j - at_)
+            at_ += size
+        return None
 
     def inside(self, eqn: Any, jaxpr: Any, consts: list, ins: list) -> list:
         """``run`` on a jaxpr held by ``eqn`` (a call, a branch, a loop body)."""
@@ -73,6 +143,9 @@ class Analysis:
 
     def equation(self, eqn: Any, states: list) -> list:
         name = eqn.primitive.name
+        if name == "lt" and len(eqn.invars) == 2 and is_literal(eqn.invars[1]) and \
+                np.all(np.asarray(eqn.invars[1].val) == 0) and self.nonneg(eqn.invars[0]):
+            return [Known(0.0)] * len(eqn.outvars)  # `i < 0` of a row index: never (JAX's fix-up)
         counted = next((s for s in states if isinstance(s, Counted)), None)
         mixed = [s for s in states if isinstance(s, (Row, Mixed)) and (not isinstance(s, Row) or s.data)]
         try:
@@ -176,6 +249,9 @@ class Analysis:
         """A callback: it will be handed the real rows only (``_run``); refused where it
         takes the row count as a value, or the rows inside a loop, branch or custom rule."""
         name = eqn.primitive.name
+        if name == "lt" and len(eqn.invars) == 2 and is_literal(eqn.invars[1]) and \
+                np.all(np.asarray(eqn.invars[1].val) == 0) and self.nonneg(eqn.invars[0]):
+            return [Known(0.0)] * len(eqn.outvars)  # `i < 0` of a row index: never (JAX's fix-up)
         counted = next((s for s in states if isinstance(s, Counted)), None)
         if counted is not None:
             raise CountUsed(counted, eqn, "hands it to a callback")

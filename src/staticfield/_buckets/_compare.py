@@ -1,168 +1,190 @@
 """Is the program that runs the program analysed? A bucket's concrete trace (what JAX
 compiles, plain ``jax.jit``'s program at the bucket's size) against the symbolic trace
-(what ``_analysis`` judged), with the row count set to the bucket's size.
+(what ``_analysis`` judged), with the row count set to the bucket's size, by an exact rule.
 
-The two are traces of the same Python code; they may differ in two ways. JAX's own code
-takes other paths for a symbolic dimension than for a number (``x[:, :2]`` is a ``slice``
-at a number, a ``gather`` at a symbol), paths JAX's shape polymorphism promises compute
-the same. The user's code may also decide on the count without comparing it
-(``isinstance(x.shape[0], int)``), which no guard records: then the programs compute
-different things, and the analysis says nothing of the concrete one.
+``differs(concrete, symbolic, count)`` compares the two equation by equation, in order:
+primitive, parameters (nested jaxprs compared the same way, functions by their code),
+operands, the types of the results, and every literal and constant by type and value,
+once ``n`` is set to ``count``. Any difference, for any reason (a fork of the user's on
+the count that no guard saw, a constant chosen by a fork, a path JAX's own code takes
+for a number), is a difference: nothing is skipped. It returns ``None`` when the two are
+one program, else a few words on the first difference with its user line.
 
-``differs(concrete, symbolic, count)`` tells them apart by where each equation came from:
-the user's source line and the JAX function that line called (the first frame of each
-equation's traceback inside JAX, below the innermost frame of the user's). Both traces
-must call the same JAX functions from the same lines in the same order; where a call
-made the same primitives, their operands, literals, parameters and types must agree once
-``n`` is set to ``count`` (nested jaxprs compared the same way, functions by their code).
-Where one call made other primitives in the two traces, that is JAX's own choice, and
-allowed. It returns ``None`` when they agree, else a few words on the first difference.
+Two traces of one computation may still differ in form where JAX itself writes it
+otherwise for a symbol than for a number; those forms, and only those, are normalised
+(``_forms``, where each is listed).
 """
 
 from __future__ import annotations
 
-import itertools
+import os
+import threading
 from typing import Any
 
 import jax
 import numpy as np
 
-from ._symbolic import at, is_symbolic, outside_jax
+from .._core import _compat
+from ._forms import Count, Side, array_same, aval_of, fold, is_int, is_literal, match_slice, same_aval
+from ._symbolic import at, is_n, is_symbolic, user_frame
 
+_LOCAL = threading.local()
 _DEPTH = 6  # how deep objects in parameters are compared field by field
-_CALLS = frozenset(("pjit", "jit", "closed_call", "core_call"))  # looked through: their equations are the user's
 
 
-def differs(concrete: Any, symbolic: Any, count: int) -> str | None:
-    """``None`` when the two closed jaxprs are one program at ``count`` rows, else why not."""
+class Differs(Exception):
+    """Internal: the first difference (``why``), at ``eqn``."""
+
+    def __init__(self, why: str, eqn: Any = None) -> None:
+        super().__init__(why)
+        self.why, self.eqn = why, eqn
+
+
+def differs(concrete: Any, symbolic: Any, count: int, iotas: list | None = None,
+            drops: dict | None = None) -> str | None:
+    """``None`` when the two closed jaxprs are one program at ``count`` rows, else why not;
+    ``iotas`` receives the ids of the concrete ``iota`` equations along the row axis (the
+    row indices that ``_run`` clamps to the last real row), and ``drops`` (the symbolic
+    scatters whose pad-row writes ``_run`` drops, by id) the concrete ids of those too."""
+    outer = getattr(_LOCAL, "iotas", None), getattr(_LOCAL, "drops", None)
+    _LOCAL.iotas, _LOCAL.drops = iotas, drops
     try:
-        return _program(concrete.jaxpr, symbolic.jaxpr, count)
+        _closed(concrete, symbolic, count)
+    except Differs as exc:
+        line = where(exc.eqn)
+        return f"{exc.why}" + (f" at {line}" if line else "")
     except Exception as exc:  # a parameter that cannot be compared: not the same program
         return f"a parameter could not be compared ({type(exc).__name__})"
+    finally:
+        _LOCAL.iotas, _LOCAL.drops = outer
+    return None
 
 
-def _program(cj: Any, sj: Any, count: int) -> str | None:
+def where(eqn: Any) -> str | None:
+    """The user's line that made ``eqn`` (the innermost frame outside JAX and staticfield)."""
+    if eqn is None:
+        return None
+    tb = getattr(eqn.source_info, "traceback", None)
+    for frame in list(getattr(tb, "frames", ()) or ()):
+        if user_frame(frame.file_name):
+            return f"{frame.file_name}:{frame.line_num}"
+    return None
+
+
+def _closed(c: Any, s: Any, count: int) -> None:
+    c_consts, s_consts = list(getattr(c, "consts", ())), list(getattr(s, "consts", ()))
+    if len(c_consts) != len(s_consts):
+        raise Differs("closes over other constants")
+    for cv, sv in zip(c_consts, s_consts):
+        if not _constant(cv, sv, count):
+            raise Differs("closes over another constant value")
+    _program(getattr(c, "jaxpr", c), getattr(s, "jaxpr", s), count)
+
+
+def _constant(c: Any, s: Any, count: int) -> bool:
+    if c is s:
+        return True
+    if isinstance(s, jax.ShapeDtypeStruct):  # a kept verdict's closed-over trace value
+        return hasattr(c, "aval") and not _is_concrete(c) and aval_of(c.aval, s, count)
+    if _is_concrete(c) != _is_concrete(s):
+        return False
+    if not _is_concrete(s):  # values of an outer trace: their types
+        return aval_of(c.aval, s.aval, count)
+    return array_same(c, s)
+
+
+def _is_concrete(x: Any) -> bool:
+    return not isinstance(x, _compat.Tracer)
+
+
+def _program(cj: Any, sj: Any, count: int) -> None:
     if len(cj.invars) != len(sj.invars) or len(cj.outvars) != len(sj.outvars) or \
             len(cj.constvars) != len(sj.constvars):
-        return "another signature"
+        raise Differs("takes or returns other values")
     env: dict = {}
     for cv, sv in zip([*cj.constvars, *cj.invars], [*sj.constvars, *sj.invars]):
-        if not _aval(cv, sv, count):
-            return "inputs of other types"
+        if not aval_of(cv.aval, sv.aval, count):
+            raise Differs("takes inputs of other types")
         env[sv] = cv
-    c_alias: dict = {}
-    s_alias: dict = {}
-    why = _blocks(_steps(cj, c_alias), _steps(sj, s_alias), count, env)
-    if why is not None:
-        return why
-    for cv, sv in zip(cj.outvars, sj.outvars):
-        if not _operand(_resolve(cv, c_alias), _resolve(sv, s_alias), env, count):
-            return "other outputs"
-    return None
-
-
-def _entry(eqn: Any) -> Any:
-    """(the user's file and line, the JAX function it called) where ``eqn`` was made."""
-    tb = getattr(eqn.source_info, "traceback", None)
-    frames = list(getattr(tb, "frames", ()) or ())
-    for i, frame in enumerate(frames):
-        if outside_jax(frame.file_name) and not frame.file_name.startswith("<"):
-            api = frames[i - 1].function_name if i else ""
-            return frame.file_name, frame.line_num, api
-    return None
-
-
-def _resolve(v: Any, alias: dict) -> Any:
-    while not _is_literal(v) and v in alias:
-        v = alias[v]
-    return v
-
-
-def _steps(jaxpr: Any, alias: dict) -> list[tuple[Any, Any, list]]:
-    """``(entry, eqn, operands)`` for each equation, through the calls that JAX's functions
-    make (a call's inner variables aliased to the outer ones they stand for)."""
-    out = []
-    for eqn in jaxpr.eqns:
-        inner = eqn.params.get("jaxpr") if eqn.primitive.name in _CALLS else None
-        if inner is not None:
-            ij = getattr(inner, "jaxpr", inner)
-            if getattr(inner, "consts", ()) or ij.constvars:
-                out.append((_entry(eqn), eqn, [_resolve(v, alias) for v in eqn.invars]))
+    c, s = Side(cj, False, count), Side(sj, True, count)
+    while True:
+        se, ce = s.peek(), c.peek()
+        if se is not None and s.drop(se):
+            s.i += 1
+            continue
+        if ce is not None and c.drop(ce):
+            c.i += 1
+            continue
+        if se is None or ce is None:
+            break
+        try:
+            _eqn(ce, [c.resolve(v) for v in ce.invars], se, [s.resolve(v) for v in se.invars], env, count, c, s)
+        except Differs:
+            if se.primitive.name == "gather" and ce.primitive.name in ("slice", "squeeze") and \
+                    match_slice(ce, se, c, s, env, count):
                 continue
-            for iv, ov in zip(ij.invars, eqn.invars):
-                alias[iv] = _resolve(ov, alias)
-            out.extend(_steps(ij, alias))
-            for ov, iv in zip(eqn.outvars, ij.outvars):
-                alias[ov] = _resolve(iv, alias)
-        else:
-            out.append((_entry(eqn), eqn, [_resolve(v, alias) for v in eqn.invars]))
-    return out
+            if fold(se, [s.value(v) for v in se.invars]) is not None:
+                s.note(se)  # normalisation: an index JAX computes from constants at a symbol only
+                s.i += 1
+                continue
+            raise
+        for cv, sv in zip(ce.outvars, se.outvars):
+            env[sv] = cv
+        if se.primitive.name == "iota" and getattr(_LOCAL, "iotas", None) is not None and \
+                is_n(se.params["shape"][se.params["dimension"]]):
+            _LOCAL.iotas.append(id(ce))
+        drops = getattr(_LOCAL, "drops", None)
+        if drops and id(se) in drops:
+            drops[id(ce)] = drops[id(se)]
+        c.note(ce)
+        s.note(se)
+        c.i, s.i = c.i + 1, s.i + 1
+    if s.peek() is not None or c.peek() is not None:
+        extra = c.peek() or s.peek()
+        raise Differs(f"runs {'more' if c.peek() is not None else 'fewer'} operations for a number "
+                      "of rows than for any", extra)
+    for cv, sv in zip(cj.outvars, sj.outvars):
+        if not _operand(c.resolve(cv), s.resolve(sv), env, count, s):
+            raise Differs("returns other values")
 
 
-def _blocks(c_steps: list, s_steps: list, count: int, env: dict) -> str | None:
-    c_groups = [(k, [t[1:] for t in g]) for k, g in itertools.groupby(c_steps, key=lambda t: t[0])]
-    s_groups = [(k, [t[1:] for t in g]) for k, g in itertools.groupby(s_steps, key=lambda t: t[0])]
-    if [k for k, _ in c_groups] != [k for k, _ in s_groups]:
-        for (ck, _), (sk, _) in itertools.zip_longest(c_groups, s_groups, fillvalue=(None, None)):
-            if ck != sk:
-                where = ck or sk
-                line = f"{where[0]}:{where[1]}" if where else "a line of the function"
-                return f"the code at {line} takes another path for a number of rows than for any"
-        return "another sequence of operations"
-    for (key, c_eqns), (_, s_eqns) in zip(c_groups, s_groups):
-        if [e.primitive for e, _ in c_eqns] != [e.primitive for e, _ in s_eqns]:
-            continue  # JAX's own path for a symbol: the same computation (its results unmatched)
-        for (ce, c_ops), (se, s_ops) in zip(c_eqns, s_eqns):
-            why = _eqn(ce, c_ops, se, s_ops, count, env)
-            if why is not None:
-                line = f"{key[0]}:{key[1]}" if key else "a line of the function"
-                return f"`{se.primitive.name}` at {line} {why}"
-            for cv, sv in zip(ce.outvars, se.outvars):
-                env[sv] = cv
-    return None
-
-
-def _operand(cv: Any, sv: Any, env: dict, count: int) -> bool:
-    c_lit, s_lit = _is_literal(cv), _is_literal(sv)
+def _operand(c: Any, s: Any, env: dict, count: int, sside: Any = None) -> bool:
+    if sside is not None and not is_literal(s) and not isinstance(s, Count) and s not in env and \
+            s in sside.known and is_literal(c):  # an index known at a symbol, a literal at a number
+        return array_same(np.asarray(c.val, c.aval.dtype), sside.known[s].astype(np.dtype(c.aval.dtype)))
+    if isinstance(s, Count):  # normalisation: dim_as_value (the literal it stands for)
+        return is_literal(c) and np.shape(c.val) == () and is_int(np.asarray(c.val).dtype) and \
+            int(c.val) == s.value and np.dtype(c.aval.dtype) == np.dtype(s.dtype)
+    if isinstance(c, Count):
+        return False
+    c_lit, s_lit = is_literal(c), is_literal(s)
     if c_lit or s_lit:
-        return c_lit and s_lit and _same(cv.val, sv.val, count, 0)
-    known = env.get(sv)
-    return known is None or known is cv  # a value from JAX's own path is not matched
+        return c_lit and s_lit and aval_of(c.aval, s.aval, count) and array_same(c.val, s.val)
+    return env.get(s) is c
 
 
-def _eqn(ce: Any, c_ops: list, se: Any, s_ops: list, count: int, env: dict) -> str | None:
+def _eqn(ce: Any, c_ops: list, se: Any, s_ops: list, env: dict, count: int, c: Any = None, s: Any = None) -> None:
+    name = se.primitive.name
+    if ce.primitive is not se.primitive:
+        raise Differs(f"runs `{ce.primitive.name}` for a number of rows where it runs `{name}` for any", ce)
     if len(c_ops) != len(s_ops) or len(ce.outvars) != len(se.outvars):
-        return "takes other operands"
-    for cv, sv in zip(c_ops, s_ops):
-        if not _operand(cv, sv, env, count):
-            return "takes other operands"
+        raise Differs(f"`{name}` takes other operands", ce)
+    for k, (cv, sv) in enumerate(zip(c_ops, s_ops)):
+        if not _operand(cv, sv, env, count, s):
+            what = "another constant" if is_literal(cv) or is_literal(sv) else "another operand"
+            raise Differs(f"`{name}` takes {what} (operand {k})", ce)
     if set(ce.params) != set(se.params):
-        return "has other parameters"
+        raise Differs(f"`{name}` has other parameters", ce)
     for k in se.params:
-        if not _same(ce.params[k], se.params[k], count, 0):
-            return f"has another {k}"
+        try:
+            same = _same(ce.params[k], se.params[k], count, 0)
+        except Differs as inner:
+            raise Differs(f"`{name}` holds a program that {inner.why}", inner.eqn or ce) from None
+        if not same:
+            raise Differs(f"`{name}` has another {k}", ce)
     for cv, sv in zip(ce.outvars, se.outvars):
-        if not _aval(cv, sv, count):
-            return "makes values of other types"
-    return None
-
-
-def _is_literal(v: Any) -> bool:
-    return hasattr(v, "val") and not hasattr(v, "count")
-
-
-def _aval(c: Any, s: Any, count: int) -> bool:
-    ca, sa = getattr(c, "aval", None), getattr(s, "aval", None)
-    if ca is None or sa is None:
-        return ca is sa
-    cs, ss = tuple(getattr(ca, "shape", ())), tuple(getattr(sa, "shape", ()))
-    return (len(cs) == len(ss) and all(x == at(y, count) for x, y in zip(cs, ss))
-            and getattr(ca, "dtype", None) == getattr(sa, "dtype", None)
-            and getattr(ca, "weak_type", False) == getattr(sa, "weak_type", False))
-
-
-def _jaxpr(c: Any, s: Any, count: int) -> bool:
-    return _program(getattr(c, "jaxpr", c), getattr(s, "jaxpr", s), count) is None
+        if not aval_of(cv.aval, sv.aval, count):
+            raise Differs(f"`{name}` makes values of other types", ce)
 
 
 def _same(c: Any, s: Any, count: int, depth: int) -> bool:
@@ -170,23 +192,26 @@ def _same(c: Any, s: Any, count: int, depth: int) -> bool:
         return True
     if is_symbolic(s) and type(s).__name__ == "_DimExpr":
         return c == at(s, count)
-    if hasattr(s, "eqns") or (hasattr(s, "jaxpr") and hasattr(s, "consts")):
-        return _jaxpr(c, s, count)
-    if isinstance(s, jax.ShapeDtypeStruct) and hasattr(c, "aval"):  # a kept verdict's closed-over value
-        return tuple(c.aval.shape) == tuple(s.shape) and c.aval.dtype == s.dtype
+    if hasattr(s, "eqns"):
+        _program(c, s, count)
+        return True
+    if hasattr(s, "jaxpr") and hasattr(s, "consts"):
+        _closed(c, s, count)
+        return True
     if type(c) is not type(s):
         return False
     if isinstance(s, (tuple, list)):
         return len(c) == len(s) and all(_same(x, y, count, depth) for x, y in zip(c, s))
     if isinstance(s, dict):
         return c.keys() == s.keys() and all(_same(c[k], s[k], count, depth) for k in s)
-    if isinstance(s, float) and s != s:
-        return c != c  # NaN
+    if isinstance(s, float):
+        return array_same(np.float64(c), np.float64(s))
+    if isinstance(s, jax.ShapeDtypeStruct) or type(s).__name__ == "ShapedArray":  # a callback's result type
+        return same_aval(c, s, count, count)
     if hasattr(s, "shape") and hasattr(s, "dtype") and not isinstance(s, type):
-        if hasattr(s, "aval") and not hasattr(s, "addressable_shards"):  # a tracer: its type only
-            return _aval(c, s, count)
-        return np.shape(c) == np.shape(s) and np.asarray(c).dtype == np.asarray(s).dtype and \
-            bool(np.array_equal(np.asarray(c), np.asarray(s), equal_nan=np.asarray(s).dtype.kind in "fc"))
+        if hasattr(s, "aval") and not _is_concrete(s):  # a value of an outer trace: its type only
+            return aval_of(c.aval, s.aval, count)
+        return array_same(c, s)
     code_c, code_s = _code(c), _code(s)
     if code_s is not None or code_c is not None:
         return code_c is code_s
@@ -215,3 +240,14 @@ def _code(f: Any) -> Any:
             return None
         f = inner
     return None
+
+
+if os.environ.get("STATICFIELD_BUCKETS_LOG_DIFFERS"):  # pragma: no cover - a measurement aid
+    _plain = differs
+
+    def differs(concrete: Any, symbolic: Any, count: int, *more: Any) -> str | None:  # type: ignore[no-redef]
+        why = _plain(concrete, symbolic, count, *more)
+        if why is not None:
+            with open(os.environ["STATICFIELD_BUCKETS_LOG_DIFFERS"], "a") as log:
+                log.write(f"{count}\t{why}\n")
+        return why

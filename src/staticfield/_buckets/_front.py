@@ -6,8 +6,8 @@ never imports ``_jit``): it finds the bucketed arguments' rows, picks the bucket
 (``_sizes``), pads (``_pad``), calls, slices the outputs that carry the row axis and counts
 ``buckets()``. A call whose one bucketed argument is a plain array passed by position
 takes a short path. What JAX traces (``spec.body(fn)``) is ``_trace``'s; the checking
-mode and the explanations are ``_report``'s; what a program store record keeps of a
-bucket, ``_recorded``'s; the arguments and results ahead of time (``lower``,
+mode is ``_report``'s, the explanations ``_explanations``'; what a program store record
+keeps of a bucket, ``_recorded``'s; the arguments and results ahead of time (``lower``,
 ``eval_shape``, ``precompile``), ``_ahead``'s.
 """
 
@@ -28,6 +28,7 @@ from . import _pad
 from ._ahead import Ahead
 from ._args import Arguments
 from ._recorded import Recorded
+from ._explanations import Explanations
 from ._report import Reports
 from ._symbolic import available
 from ._trace import ROWS_KW, Retry, Rows, Traced
@@ -66,8 +67,11 @@ class _Call:
         self.rows, self.bucket, self.traced, self.check, self.program = rows, bucket, False, False, None
 
 
-class BucketSpec(Arguments, Traced, Reports, Recorded, Ahead):
+class BucketSpec(Arguments, Traced, Reports, Explanations, Recorded, Ahead):
     """The buckets of one function (see the module docstring)."""
+
+    method = False  # a jit_method's (set by it): its calls pass `valid` by keyword
+    reads_statics = False  # a deps="read" jit_method's: verdicts keyed by self's type
 
     def __init__(self, fn: Callable, function: str, buckets: Any, sizes: Any, mask: Any,
                  static_names: frozenset) -> None:
@@ -141,6 +145,8 @@ class BucketSpec(Arguments, Traced, Reports, Recorded, Ahead):
                 out = call(*padded, **kwargs)
             except Retry:
                 local.call = outer
+                if spec.needs_count and bucket != rows and spec.fits(rows, bucket):  # again, with the count
+                    return spec._attempt(call, kw_call, padded, kwargs, rows, bucket, (args, kwargs))
                 return spec._attempt(call, kw_call, args, kwargs, rows, rows, (args, kwargs))
             finally:
                 local.call = outer
@@ -162,6 +168,10 @@ class BucketSpec(Arguments, Traced, Reports, Recorded, Ahead):
             parts, rows = spec._parts(args, kwargs, plain)
             if rows is None:
                 return spec._unwrap(call(*args, **kwargs))
+            if not isinstance(rows, int):  # inside another bucketed function's analysis: its rows
+                if spec.mask:
+                    kwargs = dict(kwargs, valid=jax.numpy.ones((rows,), bool))
+                return spec._unwrap(call(*args, **kwargs))
             bucket = spec._bucket(rows, parts)
             given = (args, kwargs)
             if bucket != rows:
@@ -178,7 +188,8 @@ class BucketSpec(Arguments, Traced, Reports, Recorded, Ahead):
         """Run the bucket's program (``bucket == rows``: the exact program); a program that
         may not serve ``rows`` (``Retry``, from its trace or load) sends the call to its
         exact size."""
-        if self.needs_count:
+        counted = self.needs_count
+        if counted:
             call, kwargs = kw_call, dict(kwargs, **{ROWS_KW: _pad.count_array(rows)})
         state = _Call(rows, bucket)
         local = self._local
@@ -190,6 +201,8 @@ class BucketSpec(Arguments, Traced, Reports, Recorded, Ahead):
             if bucket == rows:  # pragma: no cover - an exact program never retries
                 raise
             local.call = outer
+            if not counted and self.needs_count and self.fits(rows, bucket):  # again, with the count
+                return self._attempt(kw_call, kw_call, args, kwargs, rows, bucket, given)
             args, kwargs = given
             if self.mask:
                 kwargs = dict(kwargs, valid=_pad.valid_mask(rows, rows))

@@ -75,6 +75,9 @@ def gather(a: Any, eqn: Any, states: list) -> list:
             ibd = list(getattr(dn, "start_indices_batching_dims", ()))
             if op.axis in obd and k in ibd and obd.index(op.axis) == ibd.index(k):
                 return [merge([op, idx], batch_out[pos], op.zero)]
+            if _by_row_index(a, eqn.invars[1], op.axis, dn.start_index_map, dn.collapsed_slice_dims) and \
+                    eqn.params["slice_sizes"][op.axis] == 1:  # x[jnp.arange(n), labels]: row i reads row i
+                return [merge([op, idx], batch_out[pos], op.zero)]
             raise Mixing(eqn, "gathers rows by index (x[i] picks rows by position)", op)
         return [idx._replace(axis=batch_out[pos], zero=False)]  # a table lookup per row
     raise Mixing(eqn, "gathers", first_row(eqn, states))
@@ -84,16 +87,23 @@ def scatter(a: Any, eqn: Any, states: list) -> list:
     """``x.at[:, j].set(v)``: an update of whole rows' windows, at positions not on the rows."""
     op, idx, upd = states[:3]
     dn = eqn.params["dimension_numbers"]
+    ivd = len(shape(eqn.invars[1])) - 1
+    scatter_dims = [d for d in range(len(shape(eqn.invars[2]))) if d not in dn.update_window_dims]
+    pos = -1
+    if isinstance(idx, Row) and idx.axis != ivd:
+        pos = [d for d in range(len(shape(eqn.invars[1]))) if d != ivd].index(idx.axis)
     if isinstance(idx, Row) and len(states) == 3:  # a per-row scatter: every side batched on the rows
         obd = list(getattr(dn, "operand_batching_dims", ()))
         ibd = list(getattr(dn, "scatter_indices_batching_dims", ()))
-        ivd = len(shape(eqn.invars[1])) - 1
-        pos = [d for d in range(len(shape(eqn.invars[1]))) if d != ivd].index(idx.axis) if idx.axis != ivd else -1
-        scatter_dims = [d for d in range(len(shape(eqn.invars[2]))) if d not in dn.update_window_dims]
         if isinstance(op, Row) and op.axis in obd and idx.axis in ibd and \
                 obd.index(op.axis) == ibd.index(idx.axis) and isinstance(upd, Row) and 0 <= pos < len(scatter_dims) \
                 and upd.axis == scatter_dims[pos]:
             return [merge([op, upd], op.axis, is_zero(eqn.invars[0], op) and is_zero(eqn.invars[2], upd))]
+    if isinstance(idx, Row) and len(states) == 3 and isinstance(op, Row) and idx.axis != ivd and \
+            _by_row_index(a, eqn.invars[1], op.axis, dn.scatter_dims_to_operand_dims, dn.inserted_window_dims) and \
+            (not isinstance(upd, Row) or upd.axis == scatter_dims[pos]):
+        a.drops[id(eqn)] = idx.axis  # x.at[jnp.arange(n), j]: row i writes row i; a pad row nowhere (_run)
+        return [merge(_rows([op, upd]), op.axis, is_zero(eqn.invars[0], op) and is_zero(eqn.invars[2], upd))]
     if isinstance(idx, Row) or len(states) != 3:
         raise Mixing(eqn, "scatters to positions computed from the rows", first_row(eqn, states))
     rank = len(shape(eqn.invars[0]))
@@ -112,6 +122,15 @@ def scatter(a: Any, eqn: Any, states: list) -> list:
     zero = is_zero(eqn.invars[0], op) and is_zero(eqn.invars[2], upd)
     return [merge(_rows([op, upd]), k, zero)]
 
+
+
+def _by_row_index(a: Any, indices: Any, axis: int, index_map: tuple, collapsed: tuple) -> bool:
+    """Whether the indices pick, for the operand's row ``axis``, each row's own index
+    (``jnp.arange(n)``): the entry of the index vector that ``index_map`` sends to ``axis``."""
+    if axis not in index_map or axis not in collapsed or getattr(a, "row_index", None) is None:
+        return False
+    entry = a.component(indices, list(index_map).index(axis))
+    return entry is not None and a.row_index(entry)
 
 
 RULES = {

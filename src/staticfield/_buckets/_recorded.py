@@ -28,6 +28,7 @@ class Recorded:
     _lock: Any
     guards: list
     exact: set
+    exact_why: str | None
     _fits: dict
     fits: Any
 
@@ -78,5 +79,6 @@ class Recorded:
                     self._fits.clear()
             if not found.get("fits", True) and state is not None:
                 self.exact.add(state.bucket)
+                self.exact_why = self.exact_why or "a program loaded from the store was not the one analysed"
         if state is not None and state.rows != state.bucket and not self.fits(state.rows, state.bucket):
             raise Retry()

@@ -1,19 +1,20 @@
-"""What a bucketed function reports: the checking mode (``STATICFIELD_CHECK_BUCKETS=1``)
-and its explanations (a shape change on the row axis as a ``"bucket"`` change).
-``Reports`` is a base of ``_front.BucketSpec``.
+"""The checking mode of a bucketed function (``STATICFIELD_CHECK_BUCKETS=1``). ``Reports``
+is a base of ``_front.BucketSpec``; its explanations are ``_explanations``'.
 
 The checking mode runs, at each trace, the reference call as plain ``jax.jit`` would (jax
 arrays, the function traced at the real row count, ``debug``/``io`` callbacks left out so
 that no side effect runs twice) and compares its outputs with the bucketed call's. Where
 JAX can take the function's VJP it compares gradients too: a fixed pseudo-random
 cotangent on every float output (zero on the pad rows of the bucket's program), the
-bucket program's input cotangents with each pad row's folded into the last real row (as
-the padding's transpose does), against the reference's, for every float argument.
+bucket program's own input cotangents (its row indices clamped, its pad-row scatter writes
+dropped, as it runs) with each pad row's folded into the last real row (as
+the padding's transpose does), against the reference's, for every float argument. Floats compare with rtol and atol
+scaled to the dtype; a NaN or infinity where the reference has another value is said as
+such. (Under a transformation, with nothing concrete to compare, it compares nothing.)
 """
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import warnings
 from typing import Any, Callable
@@ -24,9 +25,9 @@ from jax.extend.core import jaxpr_as_fun
 
 from .._core import _compat
 from .._core._errors import StaticFieldWarning
-from .._explain._diff import Change, Recompile
 from ._errors import CHECK_FAILED, BucketCheckError, output_name
 from ._pad import valid_mask
+from ._trace import ROWS_KW
 
 _SKIPPED = (
     "{function}: STATICFIELD_CHECK_BUCKETS=1 compares outputs only for this function ({why}); "
@@ -82,20 +83,32 @@ def _fold(ct: Any, axis: int, rows: int) -> np.ndarray:
     return out
 
 
+_TOLERANCE = {2: (1e-2, 1e-3), 4: (1e-5, 1e-6), 8: (1e-5, 1e-6)}  # rtol, atol by float size in bytes
+
+
 def _differ(got: Any, want: Any, scaled: bool = False) -> str | None:
-    """How ``got`` differs from ``want`` (``None``: it does not, to float rounding);
+    """How ``got`` differs from ``want`` (``None``: it does not, to float rounding: rtol and
+    atol scaled to the dtype, 1e-5/1e-6 for 32- and 64-bit floats, 1e-2/1e-3 for 16-bit);
     ``scaled``: a gradient, summed over rows in another order, whose absolute tolerance
-    grows with its largest value."""
+    grows with its largest value. A NaN or infinity where the reference has another value
+    is a difference, said as such."""
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
         return f"shape {got.shape} against {want.shape}"
     if np.issubdtype(got.dtype, np.inexact):
-        finite = np.abs(want[np.isfinite(want)])
-        atol = 1e-6 + (1e-5 * float(finite.max()) if scaled and finite.size else 0.0)
-        if np.allclose(got, want, rtol=1e-5, atol=atol, equal_nan=True):
+        rtol, atol = _TOLERANCE.get(np.dtype(got.dtype).itemsize // (2 if np.iscomplexobj(got) else 1), (1e-5, 1e-6))
+        g, w = got.astype(np.float64 if not np.iscomplexobj(got) else np.complex128), want.astype(
+            np.float64 if not np.iscomplexobj(want) else np.complex128)
+        odd = (np.isnan(g) != np.isnan(w)) | (np.isinf(g) & (g != w))
+        if odd.any():
+            k = tuple(int(i) for i in np.argwhere(odd)[0])
+            return f"{g[k]} at {list(k)} where the reference has {w[k]} ({int(odd.sum())} such value(s))"
+        finite = np.abs(w[np.isfinite(w)])
+        atol = atol + (rtol * float(finite.max()) if scaled and finite.size else 0.0)
+        if np.allclose(g, w, rtol=rtol, atol=atol, equal_nan=True):
             return None
         with np.errstate(invalid="ignore"):
-            return f"largest difference {np.nanmax(np.abs(got - want)):.3g}"
+            return f"largest difference {np.nanmax(np.abs(g - w)):.3g}"
     return None if np.array_equal(got, want) else "values differ"
 
 
@@ -113,6 +126,7 @@ class Reports:
     _local: Any
     _leaves: Callable
     _exact_sizes: set
+    body: Callable
 
     def _check(self, given: tuple, result: Any, state: Any) -> None:
         """``STATICFIELD_CHECK_BUCKETS=1``: the reference call, outputs and gradients compared."""
@@ -147,7 +161,7 @@ class Reports:
                 raise BucketCheckError(CHECK_FAILED.format(function=self.function, output=output_name(path),
                                                            rows=rows, bucket=bucket, detail=detail))
         if rows != bucket and not _prims(ref.jaxpr) & {"debug_callback", "debug_print", "pure_callback"}:
-            self._check_gradients(call, call_ref, xs, axes, names, state)
+            self._check_gradients(call_ref, xs, axes, names, state, rebuild)
 
     def _inputs(self, args: tuple, kwargs: dict) -> tuple[list, list, list, Callable]:
         """Every array and number of the call's arguments that are not static, as JAX would
@@ -189,8 +203,8 @@ class Reports:
 
         return xs, axes, names, rebuild
 
-    def _check_gradients(self, call: Callable, call_ref: Callable, xs: list, axes: list, names: list,
-                         state: Any) -> None:
+    def _check_gradients(self, call_ref: Callable, xs: list, axes: list, names: list, state: Any,
+                         rebuild: Callable) -> None:
         """The VJP of the padded program (plain ``jax.jit``'s, traced at the bucket's size) against
         the unpadded one's, for every float argument (see the module docstring)."""
         rows, bucket = state.rows, state.bucket
@@ -198,10 +212,20 @@ class Reports:
         floats = [i for i, x in enumerate(xs) if np.issubdtype(np.asarray(x).dtype, np.inexact)]
         padded = [_pad_like(x, axis, bucket) if name != "valid" else valid_mask(rows, bucket)
                   for x, axis, name in zip(xs, axes, names)]
+        body = self.body(self.fn)  # the bucket's own program, as it runs (row indices clamped, ...)
+        count = jax.numpy.asarray(rows, jax.numpy.int32)
+
+        def bucket_program(*values: Any) -> Any:
+            a, k = rebuild(values)
+            out = body(*a, **k, **{ROWS_KW: count})
+            return jax.tree_util.tree_leaves(out.value if hasattr(out, "axes") else out)
+
         try:
-            closed = jax.make_jaxpr(call)(*padded)
+            closed = jax.make_jaxpr(bucket_program)(*padded)
         except Exception:
             return
+        finally:
+            self._local.new_bucket, self._local.last_verdict = False, None
         outs = [v.aval for v in closed.jaxpr.outvars]
         float_outs = [j for j, a in enumerate(outs) if np.issubdtype(a.dtype, np.inexact)]
         if not floats or not float_outs:
@@ -217,7 +241,7 @@ class Reports:
             else:
                 cts_r.append(ct)
             cts_b.append(ct)
-        program = jaxpr_as_fun(closed)
+        program = bucket_program
 
         def pick(fun: Callable, values: list) -> Callable:
             return lambda *fl: [o for j, o in enumerate(fun(*_put(values, floats, fl))) if j in float_outs]
@@ -235,52 +259,6 @@ class Reports:
                 raise BucketCheckError(CHECK_FAILED.format(
                     function=self.function, output=f"the gradient with respect to `{names[i]}`", rows=rows,
                     bucket=bucket, detail=detail))
-
-    def explain(self, changes: list[Change]) -> list[Change]:
-        """Shape changes of the bucketed arguments on their row axis, as ``"bucket"`` changes;
-        a change on another axis, in the shapes the user passed (the row axis as ``rows``)."""
-        state = getattr(self._local, "call", None)
-        out: list[Change] = []
-        done: set[str] = set()
-        for change in changes:
-            root = change.path.split(".", 1)[0].split("[", 1)[0]
-            if change.kind != "shape" or root not in self.axes or state is None:
-                out.append(change)
-                continue
-            old, new = _dims(change.old), _dims(change.new)
-            axis = self.axes[root]
-            if old is None or new is None or len(old) != len(new) or not -len(old) <= axis < len(old):
-                out.append(change)
-                continue
-            k = axis % len(old)
-            if [d for i, d in enumerate(old) if i != k] != [d for i, d in enumerate(new) if i != k]:
-                hint = (f"buckets= pads axis {k} of `{root}` only; every new size of another axis "
-                        "compiles once")
-                out.append(dataclasses.replace(change, old=_rows_text(change.old, k), new=_rows_text(change.new, k),
-                                               hint=hint))
-                continue
-            if root not in done:
-                done.add(root)
-                path = f"{change.path}.shape[{k}]" if change.path == root else f"{root}.*.shape[{k}]"
-                out.append(Change(path, "bucket", self._size(old[k], None), self._size(new[k], state),
-                                  rows=str(state.rows)))
-        return out
-
-    def _size(self, size: int, state: Any) -> str:
-        """A program's size as the explanation says it: ``64``, or ``exact 37`` for a
-        program of one row count (0 rows, ``"auto"``'s exact size, a count a guard keeps
-        out of its bucket); ``state``: the call being traced (else an earlier program's)."""
-        exact = self.exact_program(state.rows, state.bucket) if state is not None else size in self._exact_sizes
-        return f"exact {size}" if exact else str(size)
-
-    def exact_program(self, rows: int, bucket: int) -> bool:
-        """Whether a call of ``rows`` run in ``bucket`` runs a program of its own count only."""
-        return rows == bucket and (rows == 0 or self.sizes.exact(rows) or self.sizes.choose(rows, str) != rows)
-
-    def annotate(self, event: Recompile) -> Recompile:
-        changes = self.explain(event.changes)
-        return event if changes == event.changes else dataclasses.replace(event, changes=changes)
-
 
 def _pullback(fun: Callable, primals: list, cts: list) -> Any:
     """The VJP of ``fun`` at ``primals`` applied to ``cts``, as one jitted program (not op by op)."""
@@ -300,25 +278,3 @@ def _put(xs: list, where: list, values: tuple) -> list:
     for i, v in zip(where, values):
         out[i] = v
     return out
-
-
-def _rows_text(text: str, k: int) -> str:
-    """An aval's text with axis ``k`` written ``rows`` (``f32[8,4]`` → ``f32[rows,4]``)."""
-    dims = text.rsplit("[", 1)
-    if len(dims) != 2:
-        return text
-    parts = dims[1][:-1].split(",")
-    if k < len(parts):
-        parts[k] = "rows"
-    return f"{dims[0]}[{','.join(parts)}]"
-
-
-def _dims(text: str) -> list[int] | None:
-    """The dimensions in an aval's text (``f32[32,4]`` → ``[32, 4]``)."""
-    if not text.endswith("]") or "[" not in text:
-        return None
-    inner = text.rsplit("[", 1)[1][:-1]
-    try:
-        return [int(d) for d in inner.split(",")] if inner else []
-    except ValueError:
-        return None

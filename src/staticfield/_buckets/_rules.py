@@ -216,6 +216,11 @@ def dot_general(a: Any, eqn: Any, states: list) -> list:
 def conv(a: Any, eqn: Any, states: list) -> list:
     lhs, rhs = states
     dn = eqn.params["dimension_numbers"]
+    if isinstance(lhs, Row) and isinstance(rhs, Row) and dn is not None and lhs.axis == dn.lhs_spec[1] and \
+            rhs.axis == dn.rhs_spec[1] and eqn.params.get("feature_group_count", 1) == 1 and \
+            eqn.params.get("batch_group_count", 1) == 1 and \
+            (is_zero(eqn.invars[0], lhs) or is_zero(eqn.invars[1], rhs)):
+        return [None]  # a kernel's gradient: a sum over the real rows only (zero on the pad rows)
     if not isinstance(lhs, Row) or isinstance(rhs, Row) or eqn.params.get("batch_group_count", 1) != 1 \
             or dn is None or lhs.axis != dn.lhs_spec[0]:
         raise Mixing(eqn, "convolves across the rows", first_row(eqn, states))
@@ -229,6 +234,25 @@ def stack(a: Any, eqn: Any, states: list) -> list:
     rows = _rows(states)
     zero = all(r.zero for r in rows) and len(rows) == len(states)
     return [merge(rows, axis + 1 if new <= axis else axis, zero)]
+
+
+def unstack(a: Any, eqn: Any, states: list) -> list:
+    """The transpose of ``stack`` (its derivative): along another axis than the rows, each
+    output keeps the rows, one axis down where the axis was before them."""
+    row = states[0]
+    axis = eqn.params["axis"] % len(shape(eqn.invars[0]))
+    if axis == row.axis:
+        raise Mixing(eqn, "unstacks along the rows (picks rows by position)", row)
+    return [row._replace(axis=row.axis - (axis < row.axis))] * len(eqn.outvars)
+
+
+def fft(a: Any, eqn: Any, states: list) -> list:
+    """``jnp.fft`` over the trailing axes: row-wise where the rows are not among them."""
+    row = states[0]
+    rank = len(shape(eqn.invars[0]))
+    if row.axis >= rank - len(eqn.params["fft_lengths"]):
+        raise Mixing(eqn, "transforms along the rows", row)
+    return [row._replace(zero=False)]
 
 
 def tile(a: Any, eqn: Any, states: list) -> list:
@@ -285,6 +309,6 @@ RULES.update({
     "sort": along("dimension", "sorts"), "concatenate": along("dimension", "concatenates"),
     "split": along("axis", "splits"), "optimization_barrier": identity, "random_bits": random_leading,
     "random_split": random_leading, "random_wrap": random_leading, "random_unwrap": random_leading,
-    "random_seed": random_leading, "stack": stack, "tile": tile,
+    "random_seed": random_leading, "stack": stack, "unstack": unstack, "tile": tile, "fft": fft,
 })
 RULES.update(INDEXING)

@@ -1,5 +1,6 @@
 """Running a bucket's program in the caller's trace, with its callbacks handed the real
-rows only.
+rows only, its row indices on pad rows the last real row's, and its pad rows' scatter
+writes by the row index dropped.
 
 ``run(closed, args, callbacks, count_operand)`` evaluates the bucket's concrete program
 (the one ``_compare`` showed to be the program analysed). Without callbacks that take rows
@@ -9,7 +10,10 @@ program) and a host wrapper that slices its row operands to the real rows before
 user's callback sees them; a result that carries rows (a ``pure_callback``'s) is padded
 back with copies of its last row, as the inputs were. Calls that hold such a callback are
 evaluated inline so that the count reaches it. Callbacks are met in the order the
-analysis noted them (``_analysis.Callback``).
+analysis noted them (``_analysis.Callback``). The same evaluation clamps each ``iota``
+along the row axis (``iotas``, named by ``_compare``) to ``count - 1``, and sends a pad
+row's index of each scatter by the row index (``drops``, named by ``_indexing``) out of
+bounds, with out-of-bounds writes dropped.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from typing import Any, Callable, Iterator
 
 import jax
 import numpy as np
+import jax.numpy as jnp
+from jax import lax
 from jax.extend.core import jaxpr_as_fun
 
 from .._core import _compat
@@ -32,11 +38,13 @@ def takes_rows(callbacks: tuple) -> bool:
     return any(any(a is not None for a in (*c.operands, *c.results)) for c in callbacks)
 
 
-def run(closed: Any, args: list, callbacks: tuple = (), count_operand: Any = None, bucket: int = 0) -> list:
+def run(closed: Any, args: list, callbacks: tuple = (), count_operand: Any = None, bucket: int = 0,
+        iotas: frozenset = frozenset(), drops: dict | None = None) -> list:
     """The program's outputs in the caller's trace (see the module docstring)."""
-    if count_operand is None or not takes_rows(callbacks):
+    if count_operand is None or not (takes_rows(callbacks) or iotas or drops):
         return jaxpr_as_fun(closed)(*args)
-    return _eval(closed.jaxpr, list(closed.consts), list(args), iter(callbacks), count_operand, bucket)
+    return _eval(closed.jaxpr, list(closed.consts), list(args), iter(callbacks), count_operand, bucket, iotas,
+                 drops or {})
 
 
 def _context(eqn: Any) -> Any:
@@ -49,7 +57,8 @@ def _context(eqn: Any) -> Any:
     return stack
 
 
-def _eval(jaxpr: Any, consts: list, args: list, noted: Iterator[Callback], operand: Any, bucket: int) -> list:
+def _eval(jaxpr: Any, consts: list, args: list, noted: Iterator[Callback], operand: Any, bucket: int,
+          iotas: frozenset = frozenset(), drops: dict | None = None) -> list:
     env: dict = {}
 
     def read(v: Any) -> Any:
@@ -68,14 +77,29 @@ def _eval(jaxpr: Any, consts: list, args: list, noted: Iterator[Callback], opera
             elif name in INLINED:
                 inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
                 outs = _eval(getattr(inner, "jaxpr", inner), list(getattr(inner, "consts", ())), invals, noted,
-                             operand, bucket)
+                             operand, bucket, iotas, drops)
             else:
-                outs = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(eqn.params))
+                params = eqn.params
+                if drops and id(eqn) in drops:  # a pad row's write lands nowhere: out of bounds, dropped
+                    invals, params = _dropped(invals, params, drops[id(eqn)], operand)
+                outs = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(params))
                 if not eqn.primitive.multiple_results:
                     outs = [outs]
+                if id(eqn) in iotas:  # a row index: on a pad row, the last real row's
+                    outs = [lax.min(outs[0], lax.full_like(outs[0], 0) + (operand - 1).astype(outs[0].dtype))]
         for v, x in zip(eqn.outvars, outs):
             env[v] = x
     return [read(v) for v in jaxpr.outvars]
+
+
+def _dropped(invals: list, params: dict, axis: int, operand: Any) -> tuple[list, dict]:
+    """A scatter's operands and parameters with each pad row's index out of bounds (the
+    operand's size on every entry) and out-of-bounds writes dropped."""
+    indices = invals[1]
+    rows = lax.broadcasted_iota(jnp.int32, indices.shape, axis) < operand
+    far = jnp.full_like(indices, max(invals[0].shape) if invals[0].ndim else 0)
+    params = dict(params, mode=lax.GatherScatterMode.FILL_OR_DROP)
+    return [invals[0], jnp.where(rows, indices, far), *invals[2:]], params
 
 
 def _callback(eqn: Any, invals: list, noted: Callback, operand: Any, bucket: int) -> list:

@@ -13,7 +13,8 @@ comparison of ``n`` made by code outside JAX is recorded:
 ``cache[x.shape]``           refusal (``Trace.hashed`` names the line)
 ``x.shape[0] > 3``,          JAX raises ``InconclusiveDimensionOperation`` (or a
 ``int(n)``, ``range(n)``     ``TypeError``): the trace fails, and ``needs_count``
-                             names the line and what needed a concrete count
+                             names the line and what needed a concrete count; where
+                             the user's code catches it, ``Trace.caught`` says where
 ==========================  ========================================================
 
 JAX's own comparisons (broadcasting checks, shape rules) are JAX's to keep sound for
@@ -55,10 +56,24 @@ def outside_jax(filename: str) -> bool:
     return not os.path.abspath(filename).startswith(_OWN_DIRS)
 
 
+def user_frame(filename: str) -> bool:
+    """A frame of the user's own code (a file, a notebook cell, ``exec``'d code): outside
+    JAX and staticfield, the Python installation and installed distributions."""
+    if not outside_jax(filename):
+        return False
+    if filename.startswith("<"):
+        return True
+    return not filename.startswith(_STDLIB) and "site-packages" not in filename and "dist-packages" not in filename
+
+
+_GENERATED = frozenset(("__eq__", "__ne__", "__hash__"))
+
+
 def _caller(frame: Any) -> Any:
-    """The frame that made a comparison: past generated code (a dataclass's ``__eq__`` or
-    ``__hash__``, ``<string>``), whose caller decides."""
-    while frame is not None and frame.f_code.co_filename.startswith("<"):
+    """The frame that made a comparison: past generated comparison methods (a dataclass's
+    ``__eq__`` or ``__hash__``, compiled from ``<string>``), whose caller decides. Any other
+    code outside JAX decides, a notebook cell's, ``exec``'d code's or NumPy's included."""
+    while frame is not None and frame.f_code.co_filename.startswith("<") and frame.f_code.co_name in _GENERATED:
         frame = frame.f_back
     return frame
 
@@ -99,6 +114,7 @@ class Recorder:
         self.scope = scope
         self.guards: list[Guard] = []
         self.hashed: list[str] = []
+        self.caught: list[str] = []  # a conversion or ordering of the count that raised, where
 
 
 def _install() -> None:
@@ -142,7 +158,30 @@ def _install() -> None:
             return hash_(self)
 
         cls.__eq__, cls.__ne__, cls.__hash__ = __eq__, __ne__, __hash__
+        for name in ("__int__", "__ge__", "__le__", "__gt__", "__lt__"):
+            if name in vars(cls):
+                setattr(cls, name, _noting(vars(cls)[name]))
         _installed = True
+
+
+def _noting(method: Any) -> Any:
+    """``method`` of the symbol, noting where the user's code asked it for a concrete count
+    (``int(n)``, ``n > 3``) and JAX could not answer: caught, that is a decision no guard
+    states (``Recorder.caught``)."""
+
+    def noted(self: Any, *args: Any) -> Any:
+        try:
+            return method(self, *args)
+        except Exception:
+            rec = getattr(_LOCAL, "recorder", None)
+            if rec is not None and getattr(self, "scope", None) is rec.scope:
+                frame = sys._getframe(1)
+                if _users(frame):
+                    rec.caught.append(where(frame))
+            raise
+
+    noted.__name__ = getattr(method, "__name__", "noted")
+    return noted
 
 
 def symbol() -> Any:
@@ -187,9 +226,7 @@ def user_line(tb: Any) -> str | None:
     """The innermost frame of ``tb`` in the user's code, as ``path:line``."""
     found = None
     while tb is not None:
-        name = tb.tb_frame.f_code.co_filename
-        if outside_jax(name) and not name.startswith("<") and (
-                not name.startswith(_STDLIB) or "site-packages" in name):
+        if user_frame(tb.tb_frame.f_code.co_filename):
             found = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
         tb = tb.tb_next
     return found

@@ -8,22 +8,25 @@ is shown to be the program analysed.
    the program that will run, plain ``jax.jit``'s program for the padded batch);
 3. ``_judged``: the verdict for the call's non-row key (``_verdict.judge``: the function
    traced with the row count symbolic, analysed; cached per key), and whether the
-   concrete program is that program at this size (``_compare``). A refusal is a
-   ``BucketError`` naming the line. A bucket whose program is not the analysed one runs
-   only calls of exactly its size (``exact``), and a call whose real count a guard
-   excludes runs at its own size: either way a call with fewer rows than the bucket is
-   sent back to run unpadded (``Retry``, caught by ``_front``, which asks ``fits``
-   before it pads next time);
-4. the program evaluated in the caller's trace (``_run``: callbacks get the real rows),
+   concrete program is that program at this size (``_compare``, an exact rule). A
+   refusal is a ``BucketError`` naming the line. Once a bucket's program is not the
+   analysed one (``exact_why`` says where), every call runs at its exact size, and a
+   call whose real count a guard excludes runs at its own size: either way a call with
+   fewer rows than the bucket is sent back to run unpadded (``Retry``, caught by
+   ``_front``, which asks ``fits`` before it pads next time);
+4. the program evaluated in the caller's trace (``_run``: callbacks get the real rows,
+   row indices read on a pad row are the last real row's, a pad row's scatter write by
+   the row index is dropped),
    its outputs wrapped in ``Rows``, a pytree whose metadata is each output's row axis,
    so every program says how its own outputs are sliced.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import jax
 import jax.numpy as jnp
@@ -63,12 +66,14 @@ class Rows:
 jax.tree_util.register_pytree_node(Rows, lambda r: ((r.value,), r.axes), lambda axes, kids: Rows(kids[0], axes))
 
 
-def _signature(value: Any) -> Any:
+def _signature(value: Any, reads: bool = False) -> Any:
     """What a verdict's cache key holds of an argument that is not bucketed: its shapes and
-    static values, or only its type for an instance (whose statics are not read here: a
-    wrong guess costs a fresh verdict, never a wrong one, as ``_compare`` checks it)."""
+    static values, an instance's static fields included (its tree structure). A
+    ``deps="read"`` method's ``self`` (``reads``) is keyed by its type alone: reading its
+    statics here would read them all, and the engine keys its programs by what the method
+    reads; the exact rule (``_compare``) shows each bucket's program is the one analysed."""
     if type(value) in SPECS:
-        return type(value)
+        return type(value) if reads else jax.tree_util.tree_structure(value)
     flat, tree = jax.tree_util.tree_flatten(value)
     return tree, tuple((x.aval.shape, str(x.aval.dtype), getattr(x.aval, "weak_type", False))
                        if isinstance(x, _compat.Tracer) else (type(x), x) for x in flat)
@@ -89,10 +94,12 @@ class Traced:
     _leaves: Callable
     _found: Callable
     exact_program: Callable
+    reads_statics: bool
 
     def _init_traced(self) -> None:
         self._verdicts: dict[Any, Verdict] = {}
         self.exact: set[int] = set()  # bucket sizes whose program serves their own size only
+        self.exact_why: str | None = None  # a program that was not the one analysed: every bucket exact
         self.guards: list[Guard] = []  # every guard of every verdict (the front checks each count)
         self._fits: dict[int, bool] = {}
         self.needs_count = False  # a program's callback takes rows: calls pass ROWS_KW
@@ -125,19 +132,28 @@ class Traced:
 
         bucket = next((leaf.aval.shape[leaf.axis] for leaf in leaves if leaf.axis is not None), None)
         rows = state.rows if state is not None and state.bucket == bucket else bucket
+        if state is not None:
+            self._last_rows = state.rows  # (the near miss: a side argument at the real count)
         try:
             closed, out_shape = jax.make_jaxpr(flat_fn, return_shape=True)(*dyn)
         except Exception:
             if bucket is None or rows == bucket or not self._sound:
                 raise
-            self._judge(flat_fn, leaves, None, rows)  # a refusal says why, naming the line
+            with self._side_hint(args, kwargs, rows, bucket):
+                self._judge(flat_fn, leaves, None, rows)  # a refusal says why, naming the line
             with self._lock:  # else the bucket's size itself fails (a split in 3 of 4 rows)
                 self.exact.add(bucket)
             raise Retry() from None
         out_tree = jax.tree_util.tree_structure(out_shape)
-        if bucket is None or not self._sound:  # no rows in this call (or no analysis): plain jax.jit
+        if bucket is None or not self._sound or not isinstance(bucket, int):  # no rows, no analysis, or
+            # the row count of an enclosing bucketed function's analysis: plain jax.jit
             return Rows(out_tree.unflatten(jaxpr_as_fun(closed)(*dyn)), (None,) * out_tree.num_leaves)
-        verdict, why = self._judged(key, flat_fn, leaves, closed, bucket)
+        iotas: list = []
+        drops: dict = {}
+        with self._side_hint(args, kwargs, rows, bucket):
+            verdict, why = self._judged(key, flat_fn, leaves, closed, bucket, iotas, drops)
+        if verdict.caught is not None and why is None:  # a decision on the count no guard can state
+            why = f"the code at {verdict.caught} caught a failed conversion of the row count"
         with self._lock:
             for guard in verdict.guards:
                 if guard not in self.guards:
@@ -145,7 +161,9 @@ class Traced:
                     self._fits.clear()
             if why is not None:
                 self.exact.add(bucket)
-        callbacks = takes_rows(verdict.callbacks) and not self.mask
+                if self.exact_why is None and bucket > 1:  # (0 and 1 row: only ever their own size,
+                    self.exact_why = why  # where JAX specialises size-1 axes; the symbol is >= 1)
+        callbacks = (takes_rows(verdict.callbacks) or bool(iotas) or bool(drops)) and not self.mask  # takes the count
         if callbacks and count is None:
             self.needs_count = True
         if rows != bucket and (why is not None or not all(g.holds(rows) for g in verdict.guards)
@@ -153,7 +171,8 @@ class Traced:
             raise Retry()
         if self.mask and takes_rows(verdict.callbacks):
             count = jnp.sum(dyn[next(i for i, leaf in enumerate(leaves) if leaf.origin == "valid")], dtype=jnp.int32)
-        flat_out = run(closed, dyn, verdict.callbacks, count if rows != bucket and why is None else None, bucket)
+        flat_out = run(closed, dyn, verdict.callbacks, count if why is None else None, bucket,
+                       frozenset(iotas) if not self.mask else frozenset(), drops if not self.mask else {})
         if state is not None:
             state.program = verdict
         self._local.last_verdict = (verdict, why is None)  # for the program store's record of it
@@ -213,7 +232,8 @@ class Traced:
         shapes = tuple((tuple(None if k == leaf.axis else d for k, d in enumerate(leaf.aval.shape)),
                         str(leaf.aval.dtype), getattr(leaf.aval, "weak_type", False)) for leaf in leaves)
         bucketed = {name for name, _, _ in found}
-        others = tuple(_signature(v) for i, v in enumerate(args)
+        reads = self.reads_statics
+        others = tuple(_signature(v, reads and i == 0) for i, v in enumerate(args)
                        if i >= len(self.params) or self.params[i] not in bucketed)
         others += tuple((k, _signature(v)) for k, v in sorted(kwargs.items()) if k not in bucketed)
         key: Any = (tuple((name, tree) for name, _, tree, _ in trees), tuple(statics), shapes, others)
@@ -224,17 +244,22 @@ class Traced:
         return rebuild, dyn, leaves, key
 
     def _judged(self, key: Any, flat_fn: Callable, leaves: list[Leaf], closed: Any,
-                bucket: int) -> tuple[Verdict, str | None]:
+                bucket: int, iotas: list, drops: dict) -> tuple[Verdict, str | None]:
         """The verdict for ``key`` (cached; judged again when the cached one's program is not
         this one), and why the concrete program ``closed`` is not the analysed one at
-        ``bucket`` rows (``None``: it is)."""
+        ``bucket`` rows (``None``: it is); ``iotas`` receives its row indices (``differs``)."""
         cached = self._verdicts.get(key) if key is not None else None
         if cached is not None and closed is not None:
-            why = differs(closed, cached.jaxpr, bucket)
+            drops.update(cached.drops or {})
+            why = differs(closed, cached.jaxpr, bucket, iotas, drops)
             if why is None:
                 return cached, None
+            iotas.clear()
+            drops.clear()
         verdict = self._judge(flat_fn, leaves, closed)
-        why = differs(closed, verdict.jaxpr, bucket) if closed is not None else "the bucket's trace failed"
+        drops.update(verdict.drops or {})
+        why = (differs(closed, verdict.jaxpr, bucket, iotas, drops) if closed is not None
+               else "the bucket's trace failed")
         if key is not None:
             with self._lock:
                 if len(self._verdicts) >= _VERDICTS:
@@ -260,6 +285,26 @@ class Traced:
                 raise own from None
             raise
 
+    @contextlib.contextmanager
+    def _side_hint(self, args: tuple, kwargs: dict, rows: int, bucket: int) -> Iterator[None]:
+        """A refusal for a count the code needs, where an argument left out of ``buckets=``
+        has the real row count (the near miss: ``x * lengths[:, None]``): it says which
+        argument to add."""
+        try:
+            yield
+        except BucketError as exc:
+            if rows == bucket or "needs a concrete row count" not in str(exc):
+                raise
+            named = [(self.params[i] if i < len(self.params) else str(i), v) for i, v in enumerate(args)]
+            for name, value in [*named, *kwargs.items()]:
+                shape = tuple(getattr(getattr(value, "aval", None), "shape", None) or ())
+                if name in self.axes or rows not in shape:
+                    continue
+                k = shape.index(rows)
+                raise BucketError(f"{exc} `{name}` has the real row count ({rows}) on axis {k} but is not "
+                                  f"in buckets=, so it was not padded: add \"{name}\": {k} to buckets=.") from None
+            raise
+
     def took_new_bucket(self) -> bool:
         """Whether the program traced last on this thread is another bucket size of statics and
         other shapes already compiled (``warn_compiles`` does not count it)."""
@@ -271,7 +316,7 @@ class Traced:
         """Whether a call of ``rows`` rows may run in ``bucket``'s program (the front asks
         before it pads): not a bucket kept exact, and every guard the function's traces
         put on the count holds for it."""
-        if not self._sound or bucket in self.exact:
+        if not self._sound or self.exact_why is not None or bucket in self.exact:
             return False
         if not self.guards:
             return True

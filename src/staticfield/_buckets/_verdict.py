@@ -32,9 +32,10 @@ from ._analysis import Analysis
 from ._control import RULES as CONTROL_RULES
 from ._errors import (COUNT_USED, HASHED, MIXES_ROWS, NEEDS_COUNT, NO_ROW_OUTPUT, OUTPUT_PAIRS, RULE_GRADIENT,
                       RULE_UNTRACEABLE, BucketError, output_name)
-from ._lattice import Counted, CountUsed, Mixed, Mixing, Row, n_axes, shape, symbolic
+from ._lattice import Counted, CountUsed, Known, Mixed, Mixing, Row, n_axes, shape, symbolic
 from ._rules import RULES as ROW_RULES
 from ._rules import elementwise_in_jax
+from ._compare import where
 from ._symbolic import NAME, Guard, symbol, trace, user_line
 
 RULES = {**ROW_RULES, **CONTROL_RULES}
@@ -47,6 +48,8 @@ class Verdict(NamedTuple):
     outputs: tuple  # per flat output: the axis to slice (None: not sliced)
     guards: tuple  # Guard: comparisons of the count the user's code made
     callbacks: tuple  # Callback: in walk order, with their operands' and results' row axes
+    drops: Any = None  # id of a scatter writing rows by the row index -> its indices' row axis (_run)
+    caught: str | None = None  # where the code caught a failed conversion of the count (no program holds)
 
 
 class Leaf(NamedTuple):
@@ -89,7 +92,7 @@ def judge(fn: Callable[..., Any], leaves: list[Leaf], lenient: bool, function: s
     if analysis.custom:
         guards += _derivatives(closed, concrete, leaves, outs, lenient, function, names, n, analysis.custom)
     return Verdict(_kept(closed), jax.tree_util.tree_structure(out_shape), tuple(axes), tuple(guards),
-                   tuple(analysis.callbacks))
+                   tuple(analysis.callbacks), dict(analysis.drops), rec.caught[0] if rec.caught else None)
 
 
 def _kept(closed: Any) -> Any:
@@ -131,6 +134,8 @@ def _outputs(outs: list, outvars: list, paths: list, lenient: bool, function: st
             raise BucketError(OUTPUT_PAIRS.format(function=function, output=output, aval=aval.replace(NAME, "rows")))
         if isinstance(state, Row):
             axes.append(state.axis)
+        elif (state is None or isinstance(state, Known)) and not symbolic(v):  # free of the rows: as it is
+            axes.append(None)
         elif lenient:
             axes.append(found[0] if found else None)
         else:
@@ -265,6 +270,10 @@ def _line(eqns: list) -> str:
             continue
         if text and not text.startswith("unknown") and ":" in text:
             return text
+    for eqn in eqns:  # JAX could not say: the innermost frame of the user's own code
+        line = where(eqn) if eqn is not None else None
+        if line is not None:
+            return line
     return "an unknown line"
 
 

@@ -257,5 +257,7 @@ def jit_method(fn: Callable | None = None, /, *, max_compiles: int | None = None
         )
     jit_kwargs = dict(jit_kwargs)
     buckets = bucket_spec(fn, qualname(fn), jit_kwargs, resolve_static(fn, jit_kwargs)[2])
+    if buckets is not None:  # deps="read": a verdict is keyed by self's type (reading all statics reads them)
+        buckets.reads_statics, buckets.method = deps == "read", True
     return make_method(JitFunction(fn, jit_kwargs, max_compiles, warn_compiles, method=True, rebuild=_unpickle,
                                  deps=deps, buckets=buckets))

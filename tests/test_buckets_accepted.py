@@ -1,0 +1,107 @@
+"""Programs people bucket are accepted: each runs in buckets (not at exact sizes), and its
+outputs and gradients equal plain ``jax.jit``'s on the unpadded call."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import staticfield as sf
+
+pytestmark = pytest.mark.usefixtures("no_check_buckets")
+COUNTS = (5, 3, 7)
+
+
+def same(got, want):
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        assert np.shape(g) == np.shape(w), (np.shape(g), np.shape(w))
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-5)
+
+
+def images(n):
+    return np.random.RandomState(n).randn(n, 6, 6, 2).astype(np.float32)
+
+
+@sf.dataclass
+class CNN:
+    kernel: jax.Array
+    bias: jax.Array
+    head: jax.Array
+    act: str = sf.static(default="relu")
+
+    @sf.jit_method(buckets={"x": 0})
+    def __call__(self, x):
+        return self.plain(x)
+
+    def plain(self, x):
+        h = jax.lax.conv_general_dilated(x, self.kernel, (1, 1), "SAME",
+                                         dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        h = getattr(jax.nn, self.act)(h + self.bias)
+        return h.mean((1, 2)) @ self.head
+
+
+@pytest.mark.parametrize("act", ["relu", "gelu", "softplus"])
+def test_a_cnn_forward_and_backward(act):
+    rng = np.random.RandomState(0)
+    model = CNN(jnp.asarray(rng.randn(3, 3, 2, 4), jnp.float32) * 0.3, jnp.asarray(rng.randn(4), jnp.float32),
+                jnp.asarray(rng.randn(4, 3), jnp.float32), act=act)
+    plain = jax.jit(lambda m, x: m.plain(x))
+    for n in COUNTS:
+        x = images(n)
+        same(model(x), plain(model, x))
+        same(jax.grad(lambda m: jnp.sum(m(x) ** 2))(model), jax.grad(lambda m: jnp.sum(plain(m, x) ** 2))(model))
+        same(jax.grad(lambda x: jnp.sum(model(x) ** 2))(x), jax.grad(lambda x: jnp.sum(plain(model, x) ** 2))(x))
+    assert set(CNN.__call__.buckets()) >= {4, 8}
+
+
+def test_a_bucketed_function_called_inside_another():
+    """The inner one runs inside the outer's program, on the outer's padded rows."""
+    inner = sf.jit(lambda x, w: jnp.tanh(x @ w), buckets={"x": 0})
+    fn = lambda x, w: inner(x, w) * 2 + 1  # noqa: E731
+    outer = sf.jit(fn, buckets={"x": 0})
+    w = jnp.asarray(np.random.RandomState(1).randn(4, 3), jnp.float32)
+    for n in COUNTS:
+        x = np.random.RandomState(n).randn(n, 4).astype(np.float32)
+        same(outer(x, w), jax.jit(fn)(x, w))
+        same(jax.grad(lambda w: jnp.sum(outer(x, w) ** 2))(w), jax.grad(lambda w: jnp.sum(jax.jit(fn)(x, w) ** 2))(w))
+    assert set(outer.buckets()) == {4, 8}
+
+
+def test_a_pure_callback_returning_rows_keeps_its_buckets():
+    def host(a):
+        return np.asarray(a) * 2
+
+    fn = lambda x: jax.pure_callback(host, jax.ShapeDtypeStruct(x.shape, x.dtype), x) + 1  # noqa: E731
+    f = sf.jit(fn, buckets={"x": 0})
+    for n in (3, 5, 6, 7):
+        x = np.random.RandomState(n).randn(n, 4).astype(np.float32)
+        same(f(x), x * 2 + 1)
+    assert set(f.buckets()) == {4, 8} and f.compile_count == 2
+
+
+def test_a_zero_or_one_row_call_does_not_end_bucketing():
+    """JAX writes some programs otherwise for 0 or 1 rows (a size-1 axis broadcasts); those
+    programs serve their own size only, so the other buckets stay."""
+    fn = lambda x: jnp.take_along_axis(x, jnp.argsort(x, axis=1), axis=1) * 2  # noqa: E731
+    f = sf.jit(fn, buckets={"x": 0})
+    for n in (0, 1, 5, 3, 7):
+        x = np.random.RandomState(n).randn(n, 4).astype(np.float32)
+        same(f(x), jax.jit(fn)(x))
+        if n:
+            same(jax.grad(lambda x: jnp.sum(f(x) ** 2))(x), jax.grad(lambda x: jnp.sum(jax.jit(fn)(x) ** 2))(x))
+    assert set(f.buckets()) == {0, 1, 4, 8}
+
+
+@pytest.mark.parametrize("name", ["rfft", "fft", "irfft"])
+def test_an_fft_along_the_features(name):
+    fn = lambda x: jnp.abs(getattr(jnp.fft, name)(x, axis=1)) ** 2  # noqa: E731
+    f = sf.jit(fn, buckets={"x": 0})
+    for n in COUNTS:
+        x = np.random.RandomState(n).randn(n, 8).astype(np.float32)
+        same(f(x), jax.jit(fn)(x))
+        same(jax.grad(lambda x: jnp.sum(f(x)))(x), jax.grad(lambda x: jnp.sum(jax.jit(fn)(x)))(x))
+    assert set(f.buckets()) == {4, 8}
+    with pytest.raises(sf.BucketError, match="transforms along the rows"):
+        sf.jit(lambda x: jnp.fft.fft(x, axis=0).real, buckets={"x": 0})(np.ones((5, 8), np.float32))
