@@ -37,7 +37,13 @@ Where the time of a hit goes, at 7,600 leaves (jax 0.10.2, the 2-core machine lo
   leaves, with the structure as one interned key whose ``==`` is identity, and only
   for an instance with no list or dict in a dynamic field anywhere below (an
   in-place change must never be served stale): DESIGN's "Large models" bullet.
-  ``tests/test_large_models.py`` is the oracle for it.
+  ``tests/test_large_models.py`` is the oracle for it. A prototype of the call alone
+  (``functools.partial`` of a jitted function taking the interned key as a static
+  argument and the cached leaves) measured 0.99-1.01x the flat tuple, against 1.20x
+  for today's ``obj.method(x)`` in the same process. Flattening on an instance's
+  first call instead would cost about 0.66 ms at 7,600 leaves (``tree_flatten`` and
+  the treedef's hash) on every new model, so the leaves must come from the layers'
+  own caches.
 """
 
 from __future__ import annotations
