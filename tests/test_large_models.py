@@ -196,3 +196,34 @@ def test_a_mutated_list_deep_in_a_large_model_is_seen():
     _check(model, plain, x)
     model.b["k"][0] = _array(-2)
     _check(model, plain, x)
+
+
+class _Counted:
+    """A custom pytree node that counts its flattens."""
+
+    flattens = 0
+
+    def __init__(self, value: jax.Array) -> None:
+        self.value = value
+
+
+def _flatten_counted(node: _Counted) -> tuple[tuple, None]:
+    _Counted.flattens += 1
+    return (node.value,), None
+
+
+jax.tree_util.register_pytree_node(_Counted, _flatten_counted, lambda _, children: _Counted(*children))
+
+
+def test_building_or_replacing_a_model_does_not_walk_its_layers_again():
+    """A tuple of layers is checked by its items: each layer's own leaves were checked when
+    it was built, so neither constructing the model nor ``sf.replace`` of one layer flattens
+    them again (which made a replace cost O(leaves) on a large model)."""
+    layers = tuple(Node1(_Counted(_array(i))) for i in range(50))
+    before = _Counted.flattens
+    model = Model(layers, [layers[0]])
+    new = sf.replace(model, a=layers[:10] + (sf.replace(layers[10], a=_Counted(_array(9))),) + layers[11:])
+    assert _Counted.flattens == before + 1  # the one new layer's own check
+    assert new.a[10].a.value[0] == 9
+    x = jnp.ones(2, jnp.float32)
+    np.testing.assert_allclose(np.asarray(new.step(x)), np.asarray(_weighted(new, x)))
