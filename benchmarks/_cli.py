@@ -13,7 +13,7 @@ from unittest import mock
 from typing import Sequence
 
 CASES = ("dispatch", "variants", "fields", "stack", "nested", "watch", "misses", "deps", "restart", "buckets",
-         "warmup", "hits", "agree", "auto")
+         "warmup", "hits", "agree", "auto", "large")
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS_DIR = os.path.join(HERE, "results")
 DOC_PAGE = os.path.join(os.path.dirname(HERE), "docs", "performance.md")

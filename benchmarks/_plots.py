@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from . import dispatch, fields, variants
+from . import dispatch, fields, large, variants
 from ._harness import Results, fmt_us
 
 _COLORS = {"ours": "#d62728", "anchor": "#1f77b4", "baseline": "#7f7f7f"}
@@ -80,9 +80,13 @@ def plots(results: Results, out_dir: str) -> list[str]:
                    loc="upper center", ncol=3, frameon=False)
         fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / fig.get_figheight()))
         written.append(_save(fig, out_dir, "fields.png", plt))
+
+    if results.select(large.LARGE):
+        written.append(_large(results, out_dir, plt))
     return written
 
 
+_OURS_MARKERS = ("o", "s", "^", "v")
 _ANCHOR_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#17becf", "#bcbd22"]
 # One colour per library in every plot.
 _LIBRARY_COLORS = (("register_dataclass", "#1f77b4"), ("flax", "#ff7f0e"), ("eqx", "#2ca02c"),
@@ -91,6 +95,39 @@ _LIBRARY_COLORS = (("register_dataclass", "#1f77b4"), ("flax", "#ff7f0e"), ("eqx
 # each library's points, one shape over another.
 _LIBRARY_MARKERS = (("register_dataclass", "s"), ("flax", "^"), ("eqx", "D"), ("equinox", "D"),
                     ("jax_dataclasses", "v"))
+
+
+def _large(results: Results, out_dir: str, plt: Any) -> str:
+    """Case 15: µs per hit against leaves (log-log), and below it the contenders within 3x
+    of the flat tuple as a ratio to it, where their curves would lie on top of each other."""
+    from matplotlib.ticker import FuncFormatter
+
+    counts = tuple(sorted({int(r.param) for r in results.select(large.LARGE)}))
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 8.5), gridspec_kw={"height_ratios": (3, 2)})
+    _curves(top, results, large.LARGE, cfg_params=counts, legend=False)
+    _log_y(top)
+    top.set_ylabel("µs per cache hit")
+    top.set_title("15. a cache hit against the model's leaves (log-log)", fontsize=10)
+    top.legend(fontsize=8, loc="upper left")
+    near = {}
+    for r in results.select(large.LARGE):
+        floor = results.get(large.LARGE, r.param, large.FLAT)
+        near.setdefault(r.name, []).append((int(r.param), r.us / floor if floor else None))
+    for name, pts in near.items():
+        if all(ratio is not None and ratio < 3 for _, ratio in pts):
+            line = next(l for l in top.get_lines() if l.get_label() == name)
+            bottom.plot(*zip(*sorted(pts)), label=name, color=line.get_color(), marker=line.get_marker(),
+                        linestyle=line.get_linestyle(), markerfacecolor=line.get_markerfacecolor())
+    bottom.set_xscale("log")
+    bottom.set_ylabel(f"× {large.FLAT}")
+    bottom.set_title("the same, as a ratio to the flat tuple (contenders within 3×)", fontsize=10)
+    bottom.grid(True, which="both", alpha=0.3)
+    for ax in (top, bottom):
+        ax.set_xticks(list(counts))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1000:g}k" if v >= 1000 else f"{v:g}"))
+        ax.set_xlabel("array leaves in the model")
+    fig.tight_layout()
+    return _save(fig, out_dir, "large.png", plt)
 
 
 def _curves(ax: Any, results: Results, group: str, cfg_params: tuple[int, ...],
@@ -104,10 +141,15 @@ def _curves(ax: Any, results: Results, group: str, cfg_params: tuple[int, ...],
     for name, kind in names.items():
         pts = [(p, results.get(group, p, name)) for p in cfg_params]
         pts = [(p, us) for p, us in pts if us is not None]
+        # Several of ours, or of the baselines, in one plot (case 15): a marker each.
+        nth = sum(k == kind for k in list(names.values())[:list(names).index(name)])
         if kind == "ours":
-            style = {"color": _COLORS["ours"], "linewidth": 2.5, "zorder": 3, "marker": "o"}
+            style = {"color": _COLORS["ours"], "linewidth": 2.5, "zorder": 3,
+                     "marker": _OURS_MARKERS[nth % len(_OURS_MARKERS)],
+                     "markerfacecolor": None if nth == 0 else "none"}
         elif kind == "baseline":
-            style = {"color": _COLORS["baseline"], "linestyle": "--", "marker": "x", "markersize": 8}
+            style = {"color": _COLORS["baseline"], "linestyle": ("--", ":")[nth % 2],
+                     "marker": ("x", "+")[nth % 2], "markersize": 8}
         else:
             color = next((c for lib, c in _LIBRARY_COLORS if lib in name), None)
             marker = next((m for lib, m in _LIBRARY_MARKERS if lib in name), "o")

@@ -8,7 +8,7 @@ import os
 import shutil
 from typing import Any
 
-from . import agree, buckets, deps, dispatch, fields, misses, nested, restart, stacking, variants, warmup, watch
+from . import agree, buckets, deps, dispatch, fields, large, misses, nested, restart, stacking, variants, warmup, watch
 from ._harness import Results, Row, fmt_us
 from ._plots import plots
 from ._targets import Target
@@ -214,6 +214,7 @@ def body(results: Results, targets: list[Target], machine: dict[str, Any],
                 "call (trace, compile, run), the 10th percentile of each on process 0"
                 + (f"; {check}, waiting for the other process included" if check else "") + ".", ""]
         out += _table(results.select(agree.AGREE), agree.OFF)
+    out += _large_section(results, h, image)
     notes = [f"- {n}" for n in results.notes]
     compile_s = results.extra.get("variants_compile_s")
     if compile_s:
@@ -224,6 +225,35 @@ def body(results: Results, targets: list[Target], machine: dict[str, Any],
         )
     out += ["", f"{h} Notes", ""]
     out += notes or ["- none"]
+    return out
+
+
+def _large_section(results: Results, h: str, image: Any) -> list[str]:
+    """Case 15: the hit against the model's leaves, the 10,000-leaf operations, the caches' bytes."""
+    if not results.select(large.LARGE):
+        return []
+    counts = tuple(sorted({int(r.param) for r in results.select(large.LARGE)}))
+    out = ["", f"{h} 15. large models: a cache hit against the number of leaves", "",
+           f"A model of {large.LAYER_LEAVES}-array layers (`f32[2]` each) in a tuple field, a trivial method; "
+           "columns are leaves, cells µs per hit (× plain `jax.jit` on a flat tuple of the same leaves, "
+           "timed alongside in one process).", ""]
+    out += _matrix(results, large.LARGE, counts, large.FLAT)
+    out += image("large.png", "µs per hit against the number of leaves")
+    ops = results.select(large.OPS)
+    if ops:
+        out += ["", f"On the {counts[-1]:,}-leaf model, µs per operation (`replace` of one layer rebuilds "
+                "the layers' tuple around it):", "",
+                f"| operation | {large.SF_OPS} | {large.DC_OPS} | × {large.DC_OPS} |", "|---|--:|--:|--:|"]
+        for op in dict.fromkeys(r.param for r in ops):
+            ours, theirs = results.get(large.OPS, op, large.SF_OPS), results.get(large.OPS, op, large.DC_OPS)
+            if ours is not None and theirs is not None:
+                out.append(f"| {op} | {fmt_us(ours)} | {fmt_us(theirs)} | {_x(ours / theirs)} |")
+    memory = results.extra.get(large.MEMORY)
+    if memory:
+        out += ["", f"staticfield's per-instance caches on the {memory['leaves']:,}-leaf model after a hit of "
+                f"each method form: {memory['bytes']:,} bytes over {memory['instances']:,} instances, "
+                f"{memory['bytes per instance']:g} bytes per instance (the cached tuples, keys and bindings; "
+                "the arrays are not counted)."]
     return out
 
 

@@ -7,7 +7,8 @@ import dataclasses
 import json
 import time
 
-from . import agree, auto, buckets, deps, dispatch, fields, hits, misses, nested, restart, stacking, variants, warmup, watch
+from . import (agree, auto, buckets, deps, dispatch, fields, hits, large, misses, nested, restart, stacking, variants,
+               warmup, watch)
 from ._harness import Config, Results, Row, load_average, machine
 from ._report import update_docs, write
 from ._targets import Target, evaluate
@@ -27,6 +28,7 @@ RUNNERS = {
     "hits": hits.run,
     "agree": agree.run,
     "auto": auto.run,
+    "large": large.run,
 }
 
 

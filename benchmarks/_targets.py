@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import agree, auto, buckets, deps, dispatch, fields, hits, misses, nested, restart, variants, warmup, watch
+from . import agree, auto, buckets, deps, dispatch, fields, hits, large, misses, nested, restart, variants, warmup, watch
 from ._harness import Results
 
 
@@ -191,4 +191,9 @@ def evaluate(results: Results) -> list[Target]:
                       _ratio(ours, theirs), _why((auto.OURS, ours), (auto.EQX, theirs))))
     out.append(Target(f"static=\"auto\" hit on a Newton solve: {auto.OURS} / {auto.PLAIN}", 1.3, True,
                       _ratio(ours, plain), _why((auto.OURS, ours), (auto.PLAIN, plain))))
+    floor = g(large.LARGE, large.TARGET_LEAVES, large.FLAT)
+    for form in (large.OBJ, large.FREE):
+        got = g(large.LARGE, large.TARGET_LEAVES, form)
+        out.append(Target(f"{large.TARGET_LEAVES:,}-leaf model hit: {form} / {large.FLAT}", 1.05, True,
+                          _ratio(got, floor), _why((form, got), (large.FLAT, floor))))
     return out

@@ -43,7 +43,8 @@ def test_smoke_run_exits_cleanly_and_writes_the_report(smoke):
 def test_every_case_group_measures_staticfield(smoke):
     """Each case group has a figure for staticfield (jit and stack cases once they exist)."""
     _, _, data = smoke
-    expected = {"flatten", "unflatten", "construction", "restart", "warmup", "hits"}
+    expected = {"flatten", "unflatten", "construction", "restart", "warmup", "hits", "large model hit",
+                "large model ops"}
     if hasattr(sf, "jit_method") and hasattr(sf, "jit"):
         expected |= {"dispatch", "method_pytree", "variants"}
     if hasattr(sf, "stack"):
@@ -81,9 +82,9 @@ def test_every_target_is_reported(smoke):
     # four (compiles, a hit, the first call ever and a new bucket's first call), warm-up's
     # one, the hit-path case's nine (eight call forms, 1000 variants / 1) and its deps="read"
     # static-argument form, the agreement check's one, deps="read" reuse for a new key (two
-    # forms) and static="auto"'s two
+    # forms), static="auto"'s two and the large model's two (obj.method, sf.jit)
     restart = 9 if data["machine"]["backend"] == "cpu" else 6
-    assert len(targets) == 37 + restart
+    assert len(targets) == 39 + restart
     for t in targets:
         assert t["status"] in {"PASS", "FAIL", "SKIP"}
         assert (t["ratio"] is None) == (t["status"] == "SKIP")
@@ -92,10 +93,10 @@ def test_every_target_is_reported(smoke):
 
 
 def test_plots_are_written_when_matplotlib_is_installed(smoke):
-    """dispatch.png, variants.png and fields.png are written (matplotlib installed)."""
+    """dispatch.png, variants.png, fields.png and large.png are written (matplotlib installed)."""
     pytest.importorskip("matplotlib")
     _, out, data = smoke
-    expected = {"fields.png"}
+    expected = {"fields.png", "large.png"}
     if any(row["group"] == "dispatch" for row in data["rows"]):
         expected |= {"dispatch.png", "variants.png"}
     assert expected <= {p.name for p in out.glob("*.png")}
@@ -165,6 +166,25 @@ def test_replot_rewrites_the_report_from_results_json(smoke, tmp_path: Path):
     assert benchmarks.main(["--replot", str(out / "results.json"), "--out", str(tmp_path)]) == 0
     assert (tmp_path / "results.md").read_text() == (out / "results.md").read_text()
     assert sorted(p.name for p in tmp_path.glob("*.png")) == sorted(p.name for p in out.glob("*.png"))
+
+
+def test_large_model_case_measures_every_contender_and_the_caches(smoke):
+    """Case 15: every contender at each leaf count, the four 10,000-leaf operations on both
+    sides, and the caches' bytes per instance, in the report."""
+    from benchmarks import large
+
+    _, out, data = smoke
+    rows = [row for row in data["rows"] if row["group"] == large.LARGE]
+    names = {row["name"] for row in rows}
+    assert {large.FLAT, large.DATACLASS, large.OBJ, large.CLS, large.FREE, large.READ} <= names
+    for count in large.SMOKE_LEAVES:
+        assert {row["name"] for row in rows if row["param"] == str(count)} == names
+    ops = {(row["param"], row["name"]) for row in data["rows"] if row["group"] == large.OPS}
+    assert ops == {(op, who) for op in (large.CONSTRUCT, large.REPLACE, large.FLATTEN, large.UNFLATTEN)
+                   for who in (large.SF_OPS, large.DC_OPS)}
+    memory = data["extra"][large.MEMORY]
+    assert memory["bytes per instance"] > 0
+    assert "15. large models" in (out / "results.md").read_text()
 
 
 def test_notes_are_sentences_not_raw_data(smoke):

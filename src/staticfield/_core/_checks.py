@@ -39,6 +39,11 @@ def check_dynamic(cls: type, name: str, value: Any) -> None:
     (``check=False``, ``leaves="any"``)."""
     if is_instance(value):
         return
+    if value.__class__ is tuple or value.__class__ is list:
+        # A model's tuple of layers: one pass over its items, not a walk of every leaf
+        # inside them (which made ``sf.replace`` of one layer cost O(leaves)).
+        if all(item.__class__ in LEAF_OK or is_instance(item) for item in value):
+            return
     leaves = jax.tree_util.tree_leaves(value)
     if all(_leaf_ok(leaf) for leaf in leaves):
         return

@@ -1,0 +1,229 @@
+"""Nested models on the hit path: a list or dict in a dynamic field, mutated in place, is
+never served stale (DESIGN, "Large models").
+
+The oracle is plain ``jax.jit`` over the same model as ``register_dataclass`` classes
+that share the very same lists and dicts, so every in-place mutation reaches both; each
+call form of staticfield must return what the oracle returns after every mutation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import staticfield as sf
+
+
+def _weighted(model: Any, x: jax.Array) -> jax.Array:
+    """Every leaf, weighted by its position: a stale, dropped or reordered leaf shows."""
+    out = x
+    for i, leaf in enumerate(jax.tree.leaves(model)):
+        out = out + (i + 1) * leaf
+    return out
+
+
+@sf.dataclass
+class Node1:
+    a: Any
+
+
+@sf.dataclass
+class Node2:
+    a: Any
+    b: Any
+
+
+@sf.dataclass
+class Model:
+    a: Any
+    b: Any
+
+    # Every drawn model is a new structure, so a new compile: no warning about the count.
+    @sf.jit_method(warn_compiles=None)
+    def step(self, x):
+        return _weighted(self, x)
+
+    @sf.jit_method(deps="read", warn_compiles=None)
+    def step_read(self, x):
+        return _weighted(self, x)
+
+
+free = sf.jit(_weighted, warn_compiles=None)
+
+
+@dataclasses.dataclass(frozen=True)
+class PlainNode1:
+    a: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class PlainNode2:
+    a: Any
+    b: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class PlainModel:
+    a: Any
+    b: Any
+
+
+for _cls in (PlainNode1, PlainNode2, PlainModel):
+    jax.tree_util.register_dataclass(_cls, data_fields=[f.name for f in dataclasses.fields(_cls)],
+                                     meta_fields=[])
+oracle = jax.jit(_weighted)
+
+# A model's shape, drawn: ("array", value) | ("list" | "tuple", [shapes]) | ("dict", {key: shape})
+# | ("node", [one or two shapes]).
+_arrays = st.integers(-3, 3).map(lambda v: ("array", v))
+_shapes = st.recursive(
+    _arrays,
+    lambda inner: st.one_of(
+        st.tuples(st.sampled_from(["list", "tuple"]), st.lists(inner, max_size=3)),
+        st.tuples(st.just("dict"), st.dictionaries(st.sampled_from("pqrs"), inner, max_size=3)),
+        st.tuples(st.just("node"), st.lists(inner, min_size=1, max_size=2)),
+    ),
+    max_leaves=8,
+)
+
+
+def _array(v: int) -> jax.Array:
+    return jnp.full(2, float(v), jnp.float32)
+
+
+def _build(shape: Any) -> tuple[Any, Any]:
+    """The staticfield model part and its plain twin; lists and dicts are the same objects."""
+    kind, body = shape
+    if kind == "array":
+        a = _array(body)
+        return a, a
+    if kind == "node":
+        parts = [_build(s) for s in body]
+        ours = (Node1, Node2)[len(parts) - 1](*(p[0] for p in parts))
+        plain = (PlainNode1, PlainNode2)[len(parts) - 1](*(p[1] for p in parts))
+        return ours, plain
+    # A list or dict is one object in both models (so a mutation reaches both); a node
+    # inside one is staticfield's, which the oracle flattens through JAX's registry.
+    if kind == "dict":
+        shared = {k: _build(s)[0] for k, s in body.items()}
+        return shared, shared
+    parts = [_build(s) for s in body]
+    if kind == "list":
+        shared = [p[0] for p in parts]
+        return shared, shared
+    return tuple(p[0] for p in parts), tuple(p[1] for p in parts)
+
+
+def _containers(value: Any, found: list) -> list:
+    """Every list and dict reachable from ``value``, through fields and containers."""
+    if isinstance(value, (list, dict)):
+        found.append(value)
+    if isinstance(value, dict):
+        items = list(value.values())
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    elif isinstance(value, (Node1, Node2, Model)):
+        items = [getattr(value, f.name) for f in sf.fields(value)]
+    else:
+        items = []
+    for item in items:
+        _containers(item, found)
+    return found
+
+
+def _mutate(container: Any, op: int, value: int) -> None:
+    """One in-place mutation: replace an entry's array (same shape: nothing but the value
+    changes), add an entry, or remove one."""
+    new = _array(value)
+    if isinstance(container, list):
+        if op == 0 and container:
+            container[value % len(container)] = new
+        elif op == 1 or not container:
+            container.append(new)
+        else:
+            container.pop()
+    else:
+        keys = sorted(container)
+        if op == 0 and keys:
+            container[keys[value % len(keys)]] = new
+        elif op == 1 or not keys:
+            container["pqrs"[value % 4]] = new
+        else:
+            del container[keys[-1]]
+
+
+def _check(model: Model, plain: PlainModel, x: jax.Array) -> None:
+    want = np.asarray(oracle(plain, x))
+    for got in (model.step(x), Model.step(model, x), free(model, x), model.step_read(x)):
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(a=_shapes, b=_shapes,
+       mutations=st.lists(st.tuples(st.integers(0, 99), st.integers(0, 2), st.integers(-3, 3)), max_size=5))
+def test_in_place_mutations_are_never_served_stale(a, b, mutations):
+    """Random nested models; after each random in-place mutation of one of their lists or
+    dicts, obj.method, Cls.method, sf.jit(f) and a deps="read" method agree with plain
+    jax.jit over register_dataclass twins sharing the same containers."""
+    (oa, pa), (ob, pb) = _build(a), _build(b)
+    model, plain = Model(oa, ob), PlainModel(pa, pb)
+    x = jnp.arange(2, dtype=jnp.float32)
+    _check(model, plain, x)
+    for pick, op, value in mutations:
+        found = _containers(model, [])
+        if not found:
+            break
+        _mutate(found[pick % len(found)], op, value)
+        _check(model, plain, x)
+
+
+def test_a_mutated_list_deep_in_a_large_model_is_seen():
+    """The same on a model of many layers: the hit after an in-place change of one deep
+    layer's list returns the new value, on every call form."""
+    layers = tuple(Node2(_array(i), [_array(i)]) for i in range(200))
+    plain_layers = tuple(PlainNode2(layer.a, layer.b) for layer in layers)
+    model = Model(layers, {"k": [_array(1)]})
+    plain = PlainModel(plain_layers, model.b)
+    x = jnp.ones(2, jnp.float32)
+    _check(model, plain, x)
+    layers[150].b[0] = _array(7)
+    _check(model, plain, x)
+    model.b["k"][0] = _array(-2)
+    _check(model, plain, x)
+
+
+class _Counted:
+    """A custom pytree node that counts its flattens."""
+
+    flattens = 0
+
+    def __init__(self, value: jax.Array) -> None:
+        self.value = value
+
+
+def _flatten_counted(node: _Counted) -> tuple[tuple, None]:
+    _Counted.flattens += 1
+    return (node.value,), None
+
+
+jax.tree_util.register_pytree_node(_Counted, _flatten_counted, lambda _, children: _Counted(*children))
+
+
+def test_building_or_replacing_a_model_does_not_walk_its_layers_again():
+    """A tuple of layers is checked by its items: each layer's own leaves were checked when
+    it was built, so neither constructing the model nor ``sf.replace`` of one layer flattens
+    them again (which made a replace cost O(leaves) on a large model)."""
+    layers = tuple(Node1(_Counted(_array(i))) for i in range(50))
+    before = _Counted.flattens
+    model = Model(layers, [layers[0]])
+    new = sf.replace(model, a=layers[:10] + (sf.replace(layers[10], a=_Counted(_array(9))),) + layers[11:])
+    assert _Counted.flattens == before + 1  # the one new layer's own check
+    assert new.a[10].a.value[0] == 9
+    x = jnp.ones(2, jnp.float32)
+    np.testing.assert_allclose(np.asarray(new.step(x)), np.asarray(_weighted(new, x)))
