@@ -158,8 +158,6 @@ def same(a, b, across: bool = False, set_order: bool = True) -> bool:
     """DESIGN's identity of two static values (see the module docstring); ``set_order=False``:
     as the processes of a job compare them, a set's items in any order (its iteration order
     depends on each process's hash seed)."""
-    if not set_order:
-        return _agree(a, b)
     if type(a) is not type(b):
         return False
     t = type(a)
@@ -171,53 +169,31 @@ def same(a, b, across: bool = False, set_order: bool = True) -> bool:
         return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
     if isinstance(a, np.generic):
         return a.tobytes() == b.tobytes()
+    if isinstance(a, frozenset) and not set_order:  # its items in any order
+        return len(a) == len(b) and all(any(same(x, y, across, set_order) for y in b) for x in a)
     if isinstance(a, (tuple, frozenset)):  # in iteration order
-        return len(a) == len(b) and all(same(x, y, across) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y, across, set_order) for x, y in zip(a, b))
     if isinstance(a, FrozenDict):
-        return len(a) == len(b) and all(same(k, q, across) and same(v, w, across)
+        return len(a) == len(b) and all(same(k, q, across, set_order) and same(v, w, across, set_order)
                                         for (k, v), (q, w) in zip(a.items(), b.items()))
     if isinstance(a, functools.partial):
-        return (same(a.func, b.func, across) and same(a.args, b.args, across)
-                and same(tuple(a.keywords.items()), tuple(b.keywords.items()), across))
+        return (same(a.func, b.func, across, set_order) and same(a.args, b.args, across, set_order)
+                and same(tuple(a.keywords.items()), tuple(b.keywords.items()), across, set_order))
     if isinstance(a, types.FunctionType):
         if not across:
             return a is b
         cells = lambda f: tuple(c.cell_contents for c in f.__closure__ or ())  # noqa: E731
         return (a.__module__ == b.__module__ and a.__qualname__ == b.__qualname__
                 and a.__code__.co_code == b.__code__.co_code and a.__code__.co_consts == b.__code__.co_consts
-                and same(cells(a), cells(b), across) and same(a.__defaults__, b.__defaults__, across))
+                and same(cells(a), cells(b), across, set_order)
+                and same(a.__defaults__, b.__defaults__, across, set_order))
     if isinstance(a, Inner):
-        return same(a.n, b.n, across)
+        return same(a.n, b.n, across, set_order)
     if isinstance(a, Frozen):
-        return same(a.flag, b.flag, across)
+        return same(a.flag, b.flag, across, set_order)
     if isinstance(a, Tag):
         return across or a is b
     if isinstance(a, (type, enum.Enum)):
         return a is b
     return bool(a == b)  # int, bool, str, bytes, None
 
-
-def _agree(a, b) -> bool:
-    """``same(a, b, across=True)`` with sets compared by their items in any order, at any depth."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, frozenset):
-        return len(a) == len(b) and all(any(_agree(x, y) for y in b) for x in a)
-    if isinstance(a, tuple):
-        return len(a) == len(b) and all(_agree(x, y) for x, y in zip(a, b))
-    if isinstance(a, FrozenDict):
-        return len(a) == len(b) and all(_agree(k, q) and _agree(v, w)
-                                        for (k, v), (q, w) in zip(a.items(), b.items()))
-    if isinstance(a, functools.partial):
-        return (_agree(a.func, b.func) and _agree(a.args, b.args)
-                and _agree(tuple(a.keywords.items()), tuple(b.keywords.items())))
-    if isinstance(a, types.FunctionType):
-        cells = lambda f: tuple(c.cell_contents for c in f.__closure__ or ())  # noqa: E731
-        return (a.__module__ == b.__module__ and a.__qualname__ == b.__qualname__
-                and a.__code__.co_code == b.__code__.co_code and a.__code__.co_consts == b.__code__.co_consts
-                and _agree(cells(a), cells(b)) and _agree(a.__defaults__, b.__defaults__))
-    if isinstance(a, Inner):
-        return _agree(a.n, b.n)
-    if isinstance(a, Frozen):
-        return _agree(a.flag, b.flag)
-    return same(a, b, across=True)
