@@ -225,7 +225,8 @@ def test_eager_compiles_are_one_line_after_the_jitted_functions():
     """Op-by-op compiles are summed on one last line, not in the header above the functions."""
     f = jax.jit(lambda x: x * 2)
     with sf.watch() as w:
-        y = jnp.ones(2) + jnp.arange(2.0)
+        # shapes no other test uses: JAX's op-by-op programs are kept for the whole session
+        y = jnp.ones((3, 19)) + jnp.arange(19.0)
         f(y)
     lines = w.report().splitlines()
     assert lines[0].startswith("staticfield watch: 1 jitted function(s), 1 compile(s);")
