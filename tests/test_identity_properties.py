@@ -109,8 +109,11 @@ def test_leaves_any_leaves_follow_the_identity(pair):
 @FAST
 @given(pairs)
 def test_warmup_records_keep_the_identity(pair):
-    """A record read back gives the key it was written from (an identity-hashed object has
-    no identity in another process: exempt)."""
+    """A record read back gives the key it was written from, exactly when the value read back
+    is the same identity (an identity-hashed object has no identity in another process:
+    exempt). Python cannot build a set in a given iteration order: a set of colliding
+    strings read back may iterate otherwise, and is then another value, whose key differs
+    (warm-up compiles it at its first call: a cost, never another program's result)."""
     a, _ = pair
     if iv.holds_identity_hashed(a):
         return
@@ -119,7 +122,10 @@ def test_warmup_records_keep_the_identity(pair):
         data = pickle.dumps(_records._plain(vkey), protocol=4)
     except Exception:  # a lambda: no record is written
         return
-    assert _records._keyed(pickle.loads(data)) == vkey
+    back = _records._keyed(pickle.loads(data))
+    assert (back == vkey) == iv.same(back[0].raw, a)
+    if back != vkey:
+        assert iv.same(back[0].raw, a, set_order=False)  # the same items, another order
 
 
 # ----- in one process: the hit paths' fast keys, by what compiles ---------------------------
