@@ -58,7 +58,8 @@ def environment() -> dict[str, Any]:
         name: repr(value) for name, value in sorted(_config_values().items())
         if name not in _NOT_IN_KEY and not name.startswith(_NOT_IN_KEY_PREFIXES)
     }
-    several = {"locations": _lowering.LOCATIONS} if jax.process_count() > 1 else {}
+    processes = jax.process_count()
+    several = {"locations": _lowering.LOCATIONS} if processes > 1 else {}
     return {
         **several,
         "versions": _versions(),
@@ -68,7 +69,7 @@ def environment() -> dict[str, Any]:
         "devices": [f"{getattr(d, 'device_kind', type(d).__name__)} id={d.id} process={d.process_index}"
                     for d in devices],
         "process_index": jax.process_index(),
-        "process_count": jax.process_count(),
+        "process_count": processes,
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "config": config,
     }
