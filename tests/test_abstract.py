@@ -306,6 +306,59 @@ def test_a_metaclass_that_sets_a_class_variable_after_the_class_is_made():
         Base(jnp.ones(1))
 
 
+def test_an_abstract_method_defined_by_a_hook_after_super_makes_the_class_concrete():
+    """A base whose __init_subclass__ defines the abstract method after
+    super().__init_subclass__() (when the class is already decorated), and a metaclass that
+    defines it after type.__new__: the subclasses build and run; a subclass the hook skips
+    and the base itself are still refused, naming the method."""
+
+    class Base(sf.Struct):
+        w: jax.Array
+
+        @abc.abstractmethod
+        def step(self, x): ...
+
+        def __init_subclass__(cls, scale=None, **kwargs):
+            super().__init_subclass__(**kwargs)
+            if scale is not None:
+                cls.step = lambda self, x: x * scale + self.w
+
+    class Doubler(Base, scale=2.0):
+        pass
+
+    class Tripler(Doubler, scale=3.0):
+        pass
+
+    class Skipped(Base):
+        pass
+
+    np.testing.assert_allclose(Doubler(jnp.ones(1)).step(jnp.ones(1)), [3.0])
+    np.testing.assert_allclose(Tripler(jnp.ones(1)).step(jnp.ones(1)), [4.0])
+    for cls in (Base, Skipped):
+        with pytest.raises(TypeError, match=rf"{cls.__name__}\b.*`?step"):
+            cls(jnp.ones(1))
+
+    class Meta(type):
+        def __new__(mcs, name, bases, ns, **kwargs):
+            cls = super().__new__(mcs, name, bases, ns, **kwargs)
+            if name != "MBase":
+                cls.apply = lambda self: self.w + 1
+            return cls
+
+    class MBase(sf.Struct, metaclass=Meta):
+        w: jax.Array
+
+        @abc.abstractmethod
+        def apply(self): ...
+
+    class MConcrete(MBase):
+        pass
+
+    np.testing.assert_allclose(MConcrete(jnp.ones(1)).apply(), [2.0])
+    with pytest.raises(TypeError, match=r"MBase\b.*`?apply"):
+        MBase(jnp.ones(1))
+
+
 def _typechecked(cls):
     """A jaxtyping-style class decorator (its import hook applies one to every class): it
     wraps __init__ in a function of its own, which does not carry the wrapped one's marks."""

@@ -1,8 +1,10 @@
 """Abstract bases as in equinox: abstract methods, ``AbstractVar[T]``, ``AbstractClassVar[T]``.
 
-``sf.Struct`` has no ``ABCMeta``, so the decorator computes ``__abstractmethods__`` itself
-(as ``abc.update_abstractmethods`` does); setting it makes Python's ``object.__new__``
-refuse the class, naming the methods. ``AbstractVar[T]`` / ``AbstractClassVar[T]``
+``sf.Struct`` has no ``ABCMeta``, so the decorator computes the abstract methods itself
+(as ``abc.update_abstractmethods`` does). A class's ``__abstractmethods__`` (which makes
+Python's ``object.__new__`` refuse it, and ``inspect.isabstract`` true) holds only the
+methods it declares abstract itself: a subclass that merely inherits one is judged at
+instantiation, since a hook may define the method after the class is decorated. ``AbstractVar[T]`` / ``AbstractClassVar[T]``
 annotations (ours or equinox's, objects or strings) declare a variable that a subclass
 must define: they make no dataclass field (so positional arguments are those of the
 fields alone, as in equinox). Whether a class is abstract is decided at each
@@ -155,8 +157,12 @@ def install(cls: type) -> None:
     """Record what ``cls`` leaves abstract now; if anything, its ``__init__`` decides again
     at each instantiation (see ``_checking_init``)."""
     methods = _abstract_methods(cls)
-    if methods or getattr(cls, "__abstractmethods__", None):
-        cls.__abstractmethods__ = methods  # type: ignore[misc] # Python refuses the class
+    # Python's flag (object.__new__ refuses, inspect.isabstract) only for the methods the
+    # class itself declares abstract: an inherited one may still be defined by a hook or a
+    # metaclass after this, and object.__new__ runs before __init__ could judge again.
+    own = frozenset(n for n in methods if n in cls.__dict__)
+    if own or getattr(cls, "__abstractmethods__", None):
+        cls.__abstractmethods__ = own  # type: ignore[misc] # Python refuses the class
     variables, class_variables = _unresolved(cls)
     cls.__abstractvars__ = variables  # type: ignore[attr-defined] # equinox's names
     cls.__abstractclassvars__ = class_variables  # type: ignore[attr-defined]
