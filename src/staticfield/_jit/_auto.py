@@ -27,6 +27,7 @@ from typing import Any, Callable
 import jax
 
 from ._args import qualname, wrong_call
+from ._auto_fast import bare_flatten as _bare, make_fast
 from ._auto_plan import Restore, Shape, make_shape
 from ._agreement import ahead
 from ._programs import aot
@@ -56,6 +57,7 @@ class AutoJit:
         object.__setattr__(self, "_engine", engine)
         object.__setattr__(self, "_sig", _signature(fn))
         object.__setattr__(self, "_shapes", {})  # (treedef, leaf types) -> Shape
+        object.__setattr__(self, "_fast", {})  # (bare treedef, leaf types) -> Fast, or None
         object.__setattr__(self, "_lock", threading.Lock())
         for name in functools.WRAPPER_ASSIGNMENTS:
             if hasattr(fn, name):
@@ -65,20 +67,24 @@ class AutoJit:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
-            leaves, treedef = _flatten((args, kwargs))
-            try:
-                shape = self._shapes[treedef, tuple(map(type, leaves))]
-                key = shape.key(leaves)  # the identity's cheaper spelling: see make_shape
-                if shape.floats is not None:
-                    key = (key, tuple(map(float.hex, shape.floats(leaves))))
-                if shape.strict is not None:
-                    key = (key, tuple(map(leaf_key, shape.strict(leaves))))
-                front = shape.fronts[key]
-            except Exception:  # noqa: BLE001 - a new shape or key, an unhashable or odd static: the miss
-                front = None
+            leaves, treedef = _bare((args, kwargs))  # C only: a library's pytree is one leaf here
+            fast = self._fast.get((treedef, tuple(map(type, leaves))))
+            front = None
+            if fast is not None:
+                try:  # the identity's cheaper spellings (see _auto_fast and make_shape)
+                    key = fast.key(leaves)
+                    if fast.floats is not None:
+                        key = (key, fast.pack(*fast.floats(leaves)))
+                    if fast.strict is not None:
+                        key = (key, tuple(map(leaf_key, fast.strict(leaves))))
+                    if fast.objects is not None:
+                        key = (key, tuple(map(id, fast.objects(leaves))))
+                    front = fast.fronts.get(key)
+                except Exception:  # noqa: BLE001 - an unhashable or odd static: the full path
+                    pass
             if front is None:  # (outside the except: the user's errors carry no lookup as context)
-                return self._miss(args, kwargs, leaves, treedef)
-            out = front(*shape.dynamic(leaves))
+                return self._full(args, kwargs, leaves, treedef)
+            out = front(*fast.dynamic(leaves))
             if out.__class__ is Restore:  # outputs with non-array leaves: put them back (no call)
                 o = out.fget
                 full = o.template.copy()
@@ -89,6 +95,43 @@ class AutoJit:
         except Exception as exc:
             hide(exc)
             raise
+
+    def _full(self, args: tuple, kwargs: dict, bare: list, bare_treedef: Any) -> Any:
+        """A call the bare lookup did not serve: JAX's flatten of the whole call, its shape's
+        lookup (a hit) or the miss; then the bare lookup learns the call, where it can."""
+        leaves, treedef = _flatten((args, kwargs))
+        try:
+            shape = self._shapes[treedef, tuple(map(type, leaves))]
+            front = shape.fronts[shape.lookup(leaves)]
+        except Exception:  # noqa: BLE001 - a new shape or key, an unhashable or odd static: the miss
+            front = None
+        if front is None:
+            shape = self._shape(args, kwargs, leaves, treedef)
+            front = self._engine.auto_variant(shape.vkey(leaves))
+            out = front(*shape.dynamic(leaves))
+            try:  # only after a call that worked; a key that cannot be hashed keeps taking this path
+                key = shape.lookup(leaves)
+                if key is not None:
+                    shape.fronts.setdefault(key, front)
+            except Exception:  # noqa: BLE001
+                pass
+        else:
+            out = front(*shape.dynamic(leaves))
+        self._learn(shape, leaves, bare, bare_treedef, front)
+        return out.value() if out.__class__ is Restore else out
+
+    def _learn(self, shape: Shape, leaves: list, bare: list, bare_treedef: Any, front: Any) -> None:
+        found = (bare_treedef, tuple(map(type, bare)))
+        if found not in self._fast:
+            fast = make_fast(shape, bare, leaves)
+            with self._lock:
+                self._fast.setdefault(found, fast)  # None: this bare shape takes the full path
+        fast = self._fast[found]
+        if fast is not None:
+            try:
+                fast.learn(bare, front)
+            except Exception:  # noqa: BLE001 - a key that cannot be hashed: the full path
+                pass
 
     # ----- the miss ------------------------------------------------------------------------
     def _shape(self, args: tuple, kwargs: dict, leaves: list, treedef: Any) -> Shape:
@@ -111,20 +154,6 @@ class AutoJit:
         leaves, treedef = _flatten((args, kwargs))
         shape = self._shape(args, kwargs, leaves, treedef)
         return shape, self._engine.auto_variant(shape.vkey(leaves)), shape.dynamic(leaves)
-
-    def _miss(self, args: tuple, kwargs: dict, leaves: list, treedef: Any) -> Any:
-        shape = self._shape(args, kwargs, leaves, treedef)
-        front = self._engine.auto_variant(shape.vkey(leaves))
-        out = front(*shape.dynamic(leaves))
-        if out.__class__ is Restore:
-            out = out.value()
-        try:  # only after a call that worked; a key that cannot be hashed keeps taking this path
-            key = shape.lookup(leaves)
-            if key is not None:
-                shape.fronts.setdefault(key, front)
-        except Exception:  # noqa: BLE001
-            pass
-        return out
 
     # ----- JAX's AOT and inspection methods -------------------------------------------------
     def _aot(self, what: str, args: tuple, kwargs: dict) -> Any:

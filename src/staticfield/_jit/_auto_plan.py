@@ -16,8 +16,8 @@ decides everything a hit needs:
   ``Jaxpr`` of a closure-converted function inside an equinox Module in a tuple); an
   ``sf`` instance found there keeps its own split.
 - **C-level getters** (``operator.itemgetter``) that pick, from a call's leaves, its
-  static values (the lookup key; floats as ``float.hex``, so ``0.0`` and ``-0.0``
-  differ) and its traced leaves in canonical order.
+  static values (the lookup key; floats by their bits, packed in one C call, so ``0.0``
+  and ``-0.0`` differ) and its traced leaves in canonical order.
 
 The variant is keyed by ``AutoKey``: the canonical treedef, which canonical leaves are
 static, and their type-strict keys (by value where hashable, by identity otherwise).
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import inspect
 import operator
+import struct
 from typing import Any, Callable
 
 import jax
@@ -59,6 +60,12 @@ def _getter(positions: list[int]) -> Callable[[list], Any]:
     if positions:
         return operator.itemgetter(slice(positions[0], positions[0] + 1))
     return operator.itemgetter(slice(0, 0))
+
+
+def floats_key(count: int) -> Callable[..., bytes]:
+    """``(*floats) -> bytes``: the floats' bits, in one C call: the identity's spelling of
+    a float (``0.0`` and ``-0.0`` differ), which ``float.hex`` spells one string per float."""
+    return struct.Struct(f"<{count}d").pack
 
 
 # ----- where each leaf sits ------------------------------------------------------------
@@ -228,11 +235,11 @@ class _Arg:
 
 class Shape:
     """What the calls of one shape (treedef and leaf types) do on a hit: ``key(leaves)``
-    (and ``floats(leaves)``, as ``float.hex``) is the lookup key of ``fronts``, which maps
+    (and ``floats(leaves)``, their bits packed by ``pack``) is the lookup key of ``fronts``, which maps
     it to the variant's C++ front; ``dynamic(leaves)`` are its traced leaves. Everything
     here is C-level: ``operator.itemgetter`` and builtins."""
 
-    __slots__ = ("names", "treedef", "mask", "paths", "sources", "key", "floats", "strict", "dynamic", "fronts")
+    __slots__ = ("names", "treedef", "mask", "paths", "sources", "key", "floats", "pack", "strict", "dynamic", "fronts")
 
     def vkey(self, leaves: list) -> AutoKey:
         """This call's variant key (on a miss)."""
@@ -242,14 +249,14 @@ class Shape:
 
     def lookup(self, leaves: list) -> Any:
         """The key ``fronts`` is looked up by (as the hit path computes it); ``None`` when
-        it must not be kept: a NaN, whose ``float.hex`` is every NaN's (its calls take the
+        it must not be kept: a NaN (never kept by a fast key: its calls take the
         miss, keyed by the identity)."""
         key = self.key(leaves)
         if self.floats is not None:
             floats = self.floats(leaves)
             if any(x != x for x in floats):
                 return None
-            key = (key, tuple(map(float.hex, floats)))
+            key = (key, self.pack(*floats))
         if self.strict is not None:
             key = (key, tuple(map(leaf_key, self.strict(leaves))))
         return key
@@ -329,7 +336,7 @@ def make_shape(sig: inspect.Signature, args: tuple, kwargs: dict, leaves: list) 
     # The fast key: a cheaper spelling of the identity (_identity), never a second opinion.
     # The shape already holds each leaf's type, so ``==``/``hash`` decide for the types
     # where they are the identity (exact_eq: int, str, a function, ...); a float enters as
-    # its float.hex (its bits, so 0.0 and -0.0 differ; a NaN is never kept: ``lookup``);
+    # its bits (``floats_key``, so 0.0 and -0.0 differ; a NaN is never kept: ``lookup``);
     # every other static (a frozenset: {1} == {True} and order; a complex; a dataclass
     # compared by fields) enters as its identity key, so nothing the identity keeps apart
     # shares a program.
@@ -338,6 +345,7 @@ def make_shape(sig: inspect.Signature, args: tuple, kwargs: dict, leaves: list) 
     strict = [i for i in raw_static if not exact_eq(type(leaves[i])) and type(leaves[i]) is not float]
     shape.key = (len if not plain else operator.itemgetter(*plain))
     shape.floats = _getter(floats) if floats else None
+    shape.pack = floats_key(len(floats))
     shape.strict = _getter(strict) if strict else None
     shape.dynamic = _getter([src for src, m in zip(sources, mask) if not m])
     shape.fronts = {}
