@@ -162,3 +162,24 @@ def test_equal_fresh_objects_share_a_program():
     for _ in range(3):
         assert jnp.array_equal(f(X, Node(2.0, 1.0)), X * 3.0)
     assert traces[0] == 1
+
+
+def test_a_hits_non_array_outputs_are_the_objects_returned_in_fresh_containers():
+    """A hit served from C++ gives back the output as the function returned it: the very
+    objects for its non-array leaves, new containers around them (changing one returned
+    output never changes the next), and no Python call but staticfield's one frame."""
+
+    def step(x, n, fn):
+        return {"y": fn(x) * n, "n": n, "fn": fn, "pair": (n, [fn])}
+
+    f = sf.jit(step, static="auto")
+    for _ in range(3):
+        out = f(X, 3, jnp.sin)
+    assert out["fn"] is jnp.sin and out["n"] == 3 and out["pair"] == (3, [jnp.sin])
+    out["n"] = 99
+    out["pair"][1].append(None)
+    again = f(X, 3, jnp.sin)
+    assert again["n"] == 3 and again["pair"] == (3, [jnp.sin]) and again is not out
+    assert jnp.allclose(again["y"], jnp.sin(X) * 3)
+    frames = _frames(f, X, 3, jnp.sin)
+    assert len(frames) == 50 and all(name.split(":")[0].endswith("_auto.py") for name in frames), frames[:5]

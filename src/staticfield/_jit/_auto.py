@@ -84,14 +84,8 @@ class AutoJit:
                     pass
             if front is None:  # (outside the except: the user's errors carry no lookup as context)
                 return self._full(args, kwargs, leaves, treedef)
-            out = front(*fast.dynamic(leaves))
-            if out.__class__ is Restore:  # outputs with non-array leaves: put them back (no call)
-                o = out.fget
-                full = o.template.copy()
-                for i, v in zip(o.positions, out.fset):
-                    full[i] = v
-                return o.treedef.unflatten(full)
-            return out
+            out = front(*fast.dynamic(leaves))  # from C++: as the function returned it (_auto_out)
+            return out.value() if out.__class__ is Restore else out
         except Exception as exc:
             hide(exc)
             raise

@@ -23,8 +23,8 @@ The variant is keyed by ``AutoKey``: the canonical treedef, which canonical leav
 static, and their type-strict keys (by value where hashable, by identity otherwise).
 While JAX traces the variant (``AutoKey.call``), the user's arguments are rebuilt from
 the traced leaves and the statics, and the function's outputs are partitioned the same
-way (``Restore``): arrays are the program's outputs, every other leaf comes back as the
-very object the function returned, through the output tree's unflatten.
+way (``_auto_out.Restore``): arrays are the program's outputs, every other leaf comes
+back as the very object the function returned.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from .._core._identity import exact_eq
 from .._core._compat import Tracer
 from .._core._registry import SPECS, is_instance
 from .._explain import _describe
-from ._auto_out import OUT_ARRAYS, refuse_tracers
+from ._auto_out import Restore as Restore, partition_out as partition_out  # (re-exported for _traced)
 
 _FREE, _FORCED, _FIELD = 0, 1, 2  # a leaf's place: anywhere, inside an instance, a check=False field
 TRACED, ARG, FIELD = 0, 1, 2  # a canonical leaf: traced, an argument's static, a check=False field's
@@ -156,71 +156,6 @@ def signature_of(key: AutoKey, sig: inspect.Signature, donating: bool = False) -
     if donating:  # JAX checks donate_argnums (positions among the traced leaves) against it
         params.append(kinds("__sf_traced_leaves", kinds.VAR_POSITIONAL))
     return AutoSignature(params, return_annotation=sig.return_annotation)
-
-
-# ----- outputs -----------------------------------------------------------------------------
-class _Out:
-    """The aux data of a partitioned output: its structure, which leaves were arrays, and
-    the others, compared by their type-strict keys. ``template`` holds the others in
-    place, ``positions`` where the arrays go (the hit path fills a copy)."""
-
-    __slots__ = ("treedef", "mask", "statics", "_keys", "template", "positions")
-
-    def __init__(self, treedef: Any, mask: tuple, statics: tuple) -> None:
-        self.treedef, self.mask, self.statics = treedef, mask, statics
-        self._keys = tuple(leaf_key(s) for s in statics)
-        st = iter(statics)
-        self.template = [None if m else next(st) for m in mask]
-        self.positions = tuple(i for i, m in enumerate(mask) if m)
-
-    def __eq__(self, other: object) -> bool:
-        return (other.__class__ is _Out and self.mask == other.mask  # type: ignore[attr-defined]
-                and self.treedef == other.treedef and self._keys == other._keys)  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash((self.treedef, self.mask, self._keys))
-
-    def __reduce__(self) -> Any:
-        return _Out, (self.treedef, self.mask, self.statics)
-
-    def __call__(self) -> None:  # (a Restore's fget: never called)
-        raise TypeError("not callable")
-
-
-class Restore(property):
-    """A function's output under ``static="auto"`` when it holds non-array leaves: JAX sees
-    the arrays (``fset``) and keeps this node, with ``fget`` the ``_Out``, in the program's
-    output tree, so that JAX's C++ fast path, which flattens the outputs again, finds arrays
-    only; the caller puts the other leaves back (``value``, inline in ``AutoJit``). A
-    ``property`` only for its C constructor and attributes: JAX's unflatten
-    (``Restore(out, dynamic)``) and flatten (an ``attrgetter``) run no Python frame."""
-
-    __sf_trace_only__ = True  # the program store finds such a program by its trace only
-
-    def value(self) -> Any:
-        """The output as the function returned it."""
-        out = self.fget
-        full = out.template.copy()
-        for i, v in zip(out.positions, self.fset):
-            full[i] = v
-        return out.treedef.unflatten(full)
-
-
-jax.tree_util.register_pytree_node(Restore, operator.attrgetter("fset", "fget"), Restore)
-
-
-def partition_out(out: Any, function: str = "") -> Any:
-    """The function's output as the variant returns it to JAX: as it is when every leaf is
-    an array (or a tracer), else a ``Restore`` node; a non-array leaf that holds a tracer
-    is refused (``_auto_out``)."""
-    leaves, treedef = jax.tree_util.tree_flatten(out)
-    mask = tuple(isinstance(leaf, OUT_ARRAYS) for leaf in leaves)
-    if all(mask):
-        return out
-    paths = [p for (p, _), m in zip(jax.tree_util.tree_flatten_with_path(out)[0], mask) if not m]
-    refuse_tracers(function, paths, [leaf for leaf, m in zip(leaves, mask) if not m])
-    return Restore(_Out(treedef, mask, tuple(leaf for leaf, m in zip(leaves, mask) if not m)),
-                   [leaf for leaf, m in zip(leaves, mask) if m])
 
 
 # ----- one call shape ----------------------------------------------------------------------
