@@ -27,7 +27,7 @@ from typing import Any, Callable
 import jax
 
 from ._args import qualname, wrong_call
-from ._auto_fast import bare_flatten as _bare, make_fast
+from ._auto_fast import Fast, bare_flatten as _bare, make_fast
 from ._auto_plan import Restore, Shape, make_shape
 from ._agreement import ahead
 from ._programs import aot
@@ -39,6 +39,7 @@ from .._core._traceback import hide
 CHOICES = ("auto",)
 
 _flatten = jax.tree_util.default_registry.flatten  # tree_flatten without its Python frame
+_UNDECIDED = object()  # a bare shape no call has decided yet
 
 
 def _signature(fn: Callable) -> inspect.Signature:
@@ -58,6 +59,7 @@ class AutoJit:
         object.__setattr__(self, "_sig", _signature(fn))
         object.__setattr__(self, "_shapes", {})  # (treedef, leaf types) -> Shape
         object.__setattr__(self, "_fast", {})  # (bare treedef, leaf types) -> Fast, or None
+        object.__setattr__(self, "_bare_on", False)  # whether any call shape has a Fast
         object.__setattr__(self, "_lock", threading.Lock())
         for name in functools.WRAPPER_ASSIGNMENTS:
             if hasattr(fn, name):
@@ -67,32 +69,48 @@ class AutoJit:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
-            leaves, treedef = _bare((args, kwargs))  # C only: a library's pytree is one leaf here
-            fast = self._fast.get((treedef, tuple(map(type, leaves))))
-            front = None
-            if fast is not None:
-                try:  # the identity's cheaper spellings (see _auto_fast and make_shape)
-                    key = fast.key(leaves)
-                    if fast.floats is not None:
-                        key = (key, fast.pack(*fast.floats(leaves)))
-                    if fast.strict is not None:
-                        key = (key, tuple(map(leaf_key, fast.strict(leaves))))
-                    if fast.objects is not None:
-                        key = (key, tuple(map(id, fast.objects(leaves))))
-                    front = fast.fronts.get(key)
-                except Exception:  # noqa: BLE001 - an unhashable or odd static: the full path
-                    pass
+            if self._bare_on:  # some call shape of this function is keyed without JAX's flatten
+                leaves, treedef = _bare((args, kwargs))  # C only: a library's pytree is one leaf here
+                fast = self._fast.get((treedef, tuple(map(type, leaves))), _UNDECIDED)
+                if fast.__class__ is Fast:
+                    try:  # the identity's cheaper spellings (see _auto_fast and make_shape)
+                        key = fast.key(leaves)
+                        if fast.floats is not None:
+                            key = (key, fast.pack(*fast.floats(leaves)))
+                        if fast.strict is not None:
+                            key = (key, tuple(map(leaf_key, fast.strict(leaves))))
+                        if fast.objects is not None:
+                            key = (key, tuple(map(id, fast.objects(leaves))))
+                        front = fast.fronts.get(key)
+                    except Exception:  # noqa: BLE001 - an unhashable or odd static: the full path
+                        front = None
+                    if front is not None:
+                        out = front(*fast.dynamic(leaves))  # from C++: as the function returned it
+                        return out.value() if out.__class__ is Restore else out
+                if fast is not None:  # a new object or bare shape: the full path, which learns it
+                    return self._full(args, kwargs)
+            leaves, treedef = _flatten((args, kwargs))
+            try:
+                shape = self._shapes[treedef, tuple(map(type, leaves))]
+                key = shape.key(leaves)
+                if shape.floats is not None:
+                    key = (key, shape.pack(*shape.floats(leaves)))
+                if shape.strict is not None:
+                    key = (key, tuple(map(leaf_key, shape.strict(leaves))))
+                front = shape.fronts[key]
+            except Exception:  # noqa: BLE001 - a new shape or key, an unhashable or odd static: the miss
+                front = None
             if front is None:  # (outside the except: the user's errors carry no lookup as context)
-                return self._full(args, kwargs, leaves, treedef)
-            out = front(*fast.dynamic(leaves))  # from C++: as the function returned it (_auto_out)
+                return self._full(args, kwargs)
+            out = front(*shape.dynamic(leaves))
             return out.value() if out.__class__ is Restore else out
         except Exception as exc:
             hide(exc)
             raise
 
-    def _full(self, args: tuple, kwargs: dict, bare: list, bare_treedef: Any) -> Any:
-        """A call the bare lookup did not serve: JAX's flatten of the whole call, its shape's
-        lookup (a hit) or the miss; then the bare lookup learns the call, where it can."""
+    def _full(self, args: tuple, kwargs: dict) -> Any:
+        """A call the hit lookups did not serve: JAX's flatten of the whole call, its shape's
+        lookup or the miss; then the bare lookup learns the call, where it can."""
         leaves, treedef = _flatten((args, kwargs))
         try:
             shape = self._shapes[treedef, tuple(map(type, leaves))]
@@ -111,21 +129,23 @@ class AutoJit:
                 pass
         else:
             out = front(*shape.dynamic(leaves))
-        self._learn(shape, leaves, bare, bare_treedef, front)
+        self._learn(shape, leaves, args, kwargs, front)
         return out.value() if out.__class__ is Restore else out
 
-    def _learn(self, shape: Shape, leaves: list, bare: list, bare_treedef: Any, front: Any) -> None:
+    def _learn(self, shape: Shape, leaves: list, args: tuple, kwargs: dict, front: Any) -> None:
+        """The bare lookup keeps this call's front, where its bare shape can be keyed."""
+        bare, bare_treedef = _bare((args, kwargs))
         found = (bare_treedef, tuple(map(type, bare)))
-        if found not in self._fast:
-            fast = make_fast(shape, bare, leaves)
+        fast = self._fast.get(found, _UNDECIDED)
+        if fast is _UNDECIDED:
             with self._lock:
-                self._fast.setdefault(found, fast)  # None: this bare shape takes the full path
-        fast = self._fast[found]
+                fast = self._fast.setdefault(found, make_fast(shape, bare, leaves))  # None: the full path
         if fast is not None:
             try:
                 fast.learn(bare, front)
             except Exception:  # noqa: BLE001 - a key that cannot be hashed: the full path
-                pass
+                return
+            object.__setattr__(self, "_bare_on", True)
 
     # ----- the miss ------------------------------------------------------------------------
     def _shape(self, args: tuple, kwargs: dict, leaves: list, treedef: Any) -> Shape:
