@@ -183,3 +183,60 @@ def test_a_hits_non_array_outputs_are_the_objects_returned_in_fresh_containers()
     assert jnp.allclose(again["y"], jnp.sin(X) * 3)
     frames = _frames(f, X, 3, jnp.sin)
     assert len(frames) == 50 and all(name.split(":")[0].endswith("_auto.py") for name in frames), frames[:5]
+
+
+def test_an_object_of_the_same_class_holding_an_array_is_never_served_by_identity():
+    """Objects of one class, one holding only statics (keyed by identity), the next an
+    array: the second is traced and its array passed on every call, its results its own."""
+    f, traces = _scaled()
+    static, holding = Node(2.0), Node(jnp.asarray(3.0))
+    for _ in range(2):
+        assert jnp.array_equal(f(X, static), X * 2.0)
+    for _ in range(2):
+        assert jnp.array_equal(f(X, holding), X * 3.0)
+    assert jnp.array_equal(f(X, Node(jnp.asarray(4.0))), X * 4.0)
+    assert jnp.array_equal(f(X, static), X * 2.0)
+    assert traces[0] == 2
+
+
+@pytest.mark.parametrize("empty", [[], {}, "OrderedDict"])
+def test_an_empty_container_inside_a_frozen_object_filled_in_place_is_seen(empty):
+    import collections
+
+    f, traces = _scaled()
+    held = collections.OrderedDict() if empty == "OrderedDict" else empty
+    node = Node(2.0, held)
+    for _ in range(2):
+        assert jnp.array_equal(f(X, node), X * 2.0)
+    if isinstance(held, list):
+        held.append(1.0)
+    else:
+        held["a"] = 1.0
+    assert jnp.array_equal(f(X, node), X * 3.0)
+
+
+def test_an_object_holding_a_list_after_one_proven_immutable_is_never_keyed_by_identity():
+    f, traces = _scaled()
+    assert jnp.array_equal(f(X, Node(2.0, 1.0)), X * 3.0)
+    held = [1.0, 2.0]
+    node = Node(held)  # the same class and bare shape, a list inside
+    assert jnp.array_equal(f(X, node), X * 3.0)
+    held[0] = 5.0
+    assert jnp.array_equal(f(X, node), X * 7.0)
+
+
+def test_a_partial_inside_a_frozen_object_changed_in_place_is_seen():
+    """A ``functools.partial`` is keyed by its function, arguments and keywords, and its
+    keywords can change in place: an object holding one is never keyed by identity."""
+    import functools
+
+    def scale(x, k):
+        return x * k
+
+    f = sf.jit(lambda x, node: node.k(x), static="auto", warn_compiles=None)
+    p = functools.partial(scale, k=2.0)
+    node = Node(p)
+    for _ in range(2):
+        assert jnp.array_equal(f(X, node), X * 2.0)
+    p.keywords["k"] = 3.0
+    assert jnp.array_equal(f(X, node), X * 3.0)

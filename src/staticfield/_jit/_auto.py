@@ -142,7 +142,7 @@ class AutoJit:
                 fast = self._fast.setdefault(found, make_fast(shape, bare, leaves))  # None: the full path
         if fast is not None:
             try:
-                fast.learn(bare, front)
+                fast.learn(shape, bare, leaves, front)
             except Exception:  # noqa: BLE001 - a key that cannot be hashed: the full path
                 return
             object.__setattr__(self, "_bare_on", True)

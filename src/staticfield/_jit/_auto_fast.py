@@ -41,7 +41,7 @@ from typing import Any
 import jax
 
 from .._core._frozendict import FrozenDict
-from .._core._identity import exact_eq, leaf_key
+from .._core._identity import ById, _SafeEq, exact_eq, leaf_key
 from .._core._registry import SPECS
 from ._auto_plan import TRACED, Shape, _getter, floats_key, traced_kind
 
@@ -104,8 +104,13 @@ def frozen_value(value: Any, budget: list[int] | None = None) -> bool:
         except AttributeError:  # a field never set
             return False
         return all(frozen_value(v, budget) for v in held)
-    by_identity = t.__hash__ is None or (t.__eq__ is object.__eq__ and t.__hash__ is object.__hash__)
-    return by_identity and not traced_kind(t) and _full_flatten(value)[1].num_nodes == 1  # a leaf for JAX
+    if traced_kind(t):
+        return False
+    found = leaf_key(value)  # the identity's own key: by the object itself, or by what it holds
+    if not (found.__class__ is ById or (found.__class__ is _SafeEq and t.__eq__ is object.__eq__)):
+        return False  # keyed by what it holds (a partial's keywords, a dataclass's fields), which may change
+    leaves = _full_flatten(value)[0]
+    return len(leaves) == 1 and leaves[0] is value  # a leaf for JAX (an empty list is a node)
 
 
 # ----- one bare call shape -----------------------------------------------------------------
@@ -115,7 +120,7 @@ class Fast:
     ``leaf_key``), ``objects`` (by ``id``, held in ``held``), ``dynamic`` (the traced
     leaves in canonical order); ``fronts`` maps the key to the variant's C++ front."""
 
-    __slots__ = ("key", "floats", "pack", "strict", "objects", "dynamic", "fronts", "held", "lock")
+    __slots__ = ("plan", "key", "floats", "pack", "strict", "objects", "dynamic", "fronts", "held", "lock")
 
     def lookup(self, leaves: list) -> Any:
         """The key ``fronts`` is looked up by (as the hit path computes it, see
@@ -133,9 +138,14 @@ class Fast:
             key = (key, tuple(map(id, self.objects(leaves))))
         return key
 
-    def learn(self, leaves: list, front: Any) -> None:
+    def learn(self, shape: Shape, leaves: list, full: list, front: Any) -> None:
         """Keep ``front`` for this call's key, holding the objects its ids stand for (a key
-        lives only while they do: ``fronts`` is emptied before ``held``)."""
+        lives only while they do: ``fronts`` is emptied before ``held``); only where this
+        very call (``shape``, its ``full`` leaves) is keyed as the first call of this bare
+        shape was: an object of the same class may hold an array or a list."""
+        this = make_fast(shape, leaves, full)
+        if this is None or this.plan != self.plan:
+            return
         key = self.lookup(leaves)
         if key is None:
             return
@@ -163,7 +173,7 @@ def make_fast(shape: Shape, leaves: list, full: list) -> Fast | None:
         stop = start + len(sub)
         if stop > len(full) or any(a is not b for a, b in zip(sub, full[start:stop])):
             return None  # pragma: no cover - the two flattens walk the call differently
-        if treedef.num_nodes == 1 and len(sub) == 1:  # a leaf of JAX's flatten too
+        if len(sub) == 1 and sub[0] is leaf:  # a leaf of JAX's flatten too
             m = mask_of.get(start)
             if m is None:
                 return None  # pragma: no cover
@@ -188,6 +198,7 @@ def make_fast(shape: Shape, leaves: list, full: list) -> Fast | None:
     if any(src.__class__ is not int or src not in bare_of for src in traced):
         return None  # pragma: no cover
     fast = Fast()
+    fast.plan = (tuple(plain), tuple(floats), tuple(strict), tuple(objects), tuple(bare_of[src] for src in traced))
     fast.key = len if not plain else operator.itemgetter(*plain)
     fast.floats = _getter(floats) if floats else None
     fast.pack = floats_key(len(floats)) if floats else None
