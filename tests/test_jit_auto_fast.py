@@ -240,3 +240,32 @@ def test_a_partial_inside_a_frozen_object_changed_in_place_is_seen():
         assert jnp.array_equal(f(X, node), X * 2.0)
     p.keywords["k"] = 3.0
     assert jnp.array_equal(f(X, node), X * 3.0)
+
+
+def test_a_list_a_frozen_objects_flatten_reads_besides_its_fields_is_seen():
+    """A frozen class whose flatten reads an attribute that is not a field (set in
+    ``__post_init__``): a list there, changed in place, is seen."""
+
+    @jax.tree_util.register_pytree_node_class
+    @dataclasses.dataclass(frozen=True)
+    class Scaled:
+        k: float
+
+        def __post_init__(self):
+            object.__setattr__(self, "extra", [1.0])
+
+        def tree_flatten(self):
+            return (self.k, self.extra), None
+
+        @classmethod
+        def tree_unflatten(cls, aux, children):
+            out = cls(children[0])
+            object.__setattr__(out, "extra", children[1])
+            return out
+
+    f, traces = _scaled()
+    node = Scaled(2.0)
+    for _ in range(2):
+        assert jnp.array_equal(f(X, node), X * 3.0)
+    node.extra[0] = 5.0
+    assert jnp.array_equal(f(X, node), X * 7.0)

@@ -103,6 +103,8 @@ def frozen_value(value: Any, budget: list[int] | None = None) -> bool:
             held = [getattr(value, f.name) for f in dataclasses.fields(value)]
         except AttributeError:  # a field never set
             return False
+        if t not in SPECS:  # (an sf instance's flatten reads its fields only)
+            held += list(getattr(value, "__dict__", {}).values())  # what a flatten may read besides
         return all(frozen_value(v, budget) for v in held)
     if traced_kind(t):
         return False
