@@ -13,17 +13,20 @@ flatten (``_auto_plan.Shape``), says what each bare leaf is:
   ``Shape`` keys it (``==`` for the types where ``exact_eq`` holds, floats by their bits
   in one ``struct`` pack, the identity ``key`` for the rest);
 - an object JAX flattens further (an equinox Module, a frozen dataclass, an ``sf``
-  instance): only where the miss *proved* it cannot change — its class refuses attribute
-  assignment (a frozen dataclass, ``eqx.Module``, an ``sf`` class) and everything it
-  holds, however deep, is an immutable value (numbers, strings, functions, classes,
-  tuples, frozensets and such objects again) with no array — and every leaf of it is
-  static: then its identity (``id``, the object held so the id is never reused while the
-  key lives) stands for its whole content, as one key part. A list, a dict, a set, an
-  array or a mutable object anywhere inside leaves the whole call shape to the full
-  flatten, so a change made in place is always seen.
+  instance): only where the call at hand *proves* it cannot change — its class refuses
+  attribute assignment (a frozen dataclass, ``eqx.Module``, an ``sf`` class), every
+  attribute it holds, however deep, is an immutable value (numbers, strings, tuples,
+  frozensets, such objects again) or one the identity keys by the object itself (a
+  function, a class, an object whose ``==`` is ``is``), never an array, and every leaf
+  of it is static: then its identity (``id``, the object held so the id is never reused
+  while the key lives) stands for its whole content, as one key part. A list, a dict, a
+  ``functools.partial`` (keyed by its keywords) or a rebindable object anywhere inside,
+  in this call, keeps this call's key out (``Fast.learn`` decides per call: an object of
+  the same class may hold a list next time), so a change made in place is always seen.
 
-A shape that cannot be keyed this way (``make_fast`` returns ``None``) takes the full
-path: JAX's flatten of the whole call and ``Shape``'s lookup, as before.
+The first call of a bare shape decides its ``Fast``; where that call cannot be keyed this
+way (``make_fast`` returns ``None``), the shape takes the full path: JAX's flatten of the
+whole call and ``Shape``'s lookup, as before.
 
 Imports: ``_core`` (the identity, the registry of ``sf`` classes), ``_auto_plan``.
 """
