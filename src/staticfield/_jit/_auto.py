@@ -71,17 +71,15 @@ class AutoJit:
         try:
             if self._bare_on:  # some call shape of this function is keyed without JAX's flatten
                 leaves, treedef = _bare((args, kwargs))  # C only: a library's pytree is one leaf here
-                fast = self._fast.get((treedef, tuple(map(type, leaves))), _UNDECIDED)
+                fast = self._fast.get((treedef, *map(type, leaves)), _UNDECIDED)
                 if fast.__class__ is Fast:
-                    try:  # the identity's cheaper spellings (see _auto_fast and make_shape)
-                        key = fast.key(leaves)
-                        if fast.floats is not None:
-                            key = (key, fast.pack(*fast.floats(leaves)))
-                        if fast.strict is not None:
-                            key = (key, tuple(map(leaf_key, fast.strict(leaves))))
-                        if fast.objects is not None:
-                            key = (key, tuple(map(id, fast.objects(leaves))))
-                        front = fast.fronts.get(key)
+                    try:  # the identity's cheaper spellings, as Fast.lookup spells them (see _auto_fast)
+                        if fast.simple:
+                            front = fast.fronts.get((fast.key(leaves), *map(id, fast.objects(leaves))))
+                        else:
+                            front = fast.fronts.get((fast.key(leaves), fast.pack(*fast.floats(leaves)),
+                                                     *map(leaf_key, fast.strict(leaves)),
+                                                     *map(id, fast.objects(leaves))))
                     except Exception:  # noqa: BLE001 - an unhashable or odd static: the full path
                         front = None
                     if front is not None:
@@ -135,7 +133,7 @@ class AutoJit:
     def _learn(self, shape: Shape, leaves: list, args: tuple, kwargs: dict, front: Any) -> None:
         """The bare lookup keeps this call's front, where its bare shape can be keyed."""
         bare, bare_treedef = _bare((args, kwargs))
-        found = (bare_treedef, tuple(map(type, bare)))
+        found = (bare_treedef, *map(type, bare))
         fast = self._fast.get(found, _UNDECIDED)
         if fast is _UNDECIDED:
             with self._lock:

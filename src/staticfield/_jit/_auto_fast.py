@@ -125,23 +125,18 @@ class Fast:
     ``leaf_key``), ``objects`` (by ``id``, held in ``held``), ``dynamic`` (the traced
     leaves in canonical order); ``fronts`` maps the key to the variant's C++ front."""
 
-    __slots__ = ("plan", "key", "floats", "pack", "strict", "objects", "dynamic", "fronts", "held", "lock")
+    __slots__ = ("plan", "simple", "key", "floats", "pack", "strict", "objects", "dynamic", "fronts", "held", "lock")
 
     def lookup(self, leaves: list) -> Any:
-        """The key ``fronts`` is looked up by (as the hit path computes it, see
-        ``AutoJit.__call__``); ``None`` where it must not be kept: a NaN (its calls take
-        the full path, keyed by the identity)."""
-        key = self.key(leaves)
-        if self.floats is not None:
-            floats = self.floats(leaves)
-            if any(x != x for x in floats):
-                return None
-            key = (key, self.pack(*floats))
-        if self.strict is not None:
-            key = (key, tuple(map(leaf_key, self.strict(leaves))))
-        if self.objects is not None:
-            key = (key, tuple(map(id, self.objects(leaves))))
-        return key
+        """The key ``fronts`` is looked up by, spelled exactly as the hit path spells it
+        (``AutoJit.__call__``): one flat tuple, the ids last; ``None`` where it must not be
+        kept: a NaN (its calls take the full path, keyed by the identity)."""
+        if any(x != x for x in self.floats(leaves)):
+            return None
+        if self.simple:
+            return (self.key(leaves), *map(id, self.objects(leaves)))
+        return (self.key(leaves), self.pack(*self.floats(leaves)), *map(leaf_key, self.strict(leaves)),
+                *map(id, self.objects(leaves)))
 
     def learn(self, shape: Shape, leaves: list, full: list, front: Any) -> None:
         """Keep ``front`` for this call's key, holding the objects its ids stand for (a key
@@ -155,13 +150,12 @@ class Fast:
         if key is None:
             return
         with self.lock:
-            if self.objects is not None:
-                objects = self.objects(leaves)
-                if len(self.held) + len(objects) > HELD:
-                    self.fronts.clear()
-                    self.held.clear()
-                for obj in objects:
-                    self.held[id(obj)] = obj
+            objects = self.objects(leaves)
+            if len(self.held) + len(objects) > HELD:
+                self.fronts.clear()
+                self.held.clear()
+            for obj in objects:
+                self.held[id(obj)] = obj
             self.fronts[key] = front
 
 
@@ -204,11 +198,10 @@ def make_fast(shape: Shape, leaves: list, full: list) -> Fast | None:
         return None  # pragma: no cover
     fast = Fast()
     fast.plan = (tuple(plain), tuple(floats), tuple(strict), tuple(objects), tuple(bare_of[src] for src in traced))
+    fast.simple = not floats and not strict  # the key: the == statics, then the ids
     fast.key = len if not plain else operator.itemgetter(*plain)
-    fast.floats = _getter(floats) if floats else None
-    fast.pack = floats_key(len(floats)) if floats else None
-    fast.strict = _getter(strict) if strict else None
-    fast.objects = _getter(objects) if objects else None
+    fast.floats, fast.pack = _getter(floats), floats_key(len(floats))
+    fast.strict, fast.objects = _getter(strict), _getter(objects)
     fast.dynamic = _getter([bare_of[src] for src in traced])
     fast.fronts, fast.held, fast.lock = {}, {}, threading.Lock()
     return fast
