@@ -11,8 +11,9 @@ returns the array part of the ``Solution`` (``eqx.partition``), which is the lea
 call can cost. DESIGN.md's targets: a hit costs ≤0.6x ``eqx.filter_jit`` and ≤1.3x plain.
 
 Where a hit's time goes beyond plain's (minimum over 40 interleaved rounds, 2 shared CPU
-cores at load average about 3, jax 0.10.2: plain 13.6 µs, ours 17.7-18.0 µs, 1.26-1.32x
-across runs; 22.7 µs and 1.62-1.67x before the bare lookup): no library's Python flatten
+cores at load average 3-4: plain 13.6-14.1 µs, ours 17.9-18.4 µs, 1.27-1.33x across runs
+on jax 0.10.2 / Python 3.11 and 1.28-1.29x on jax 0.12.1 / Python 3.13; 22.3-22.6 µs,
+1.59-1.65x, before the bare lookup): no library's Python flatten
 runs (the call is flattened with a registry that knows only builtin containers, and the
 solver, a frozen Module the first call proved immutable, is keyed by its identity), and
 no Python rebuilds the ``Solution`` (JAX's C++ unflatten puts the returned objects back).
