@@ -131,19 +131,20 @@ class AutoJit:
         return out.value() if out.__class__ is Restore else out
 
     def _learn(self, shape: Shape, leaves: list, args: tuple, kwargs: dict, front: Any) -> None:
-        """The bare lookup keeps this call's front, where its bare shape can be keyed."""
-        bare, bare_treedef = _bare((args, kwargs))
-        found = (bare_treedef, *map(type, bare))
-        fast = self._fast.get(found, _UNDECIDED)
-        if fast is _UNDECIDED:
-            with self._lock:
-                fast = self._fast.setdefault(found, make_fast(shape, bare, leaves))  # None: the full path
-        if fast is not None:
-            try:
+        """The bare lookup keeps this call's front, where its bare shape can be keyed (a
+        speed-up only: whatever goes wrong here leaves the call to the full path)."""
+        try:
+            bare, bare_treedef = _bare((args, kwargs))
+            found = (bare_treedef, *map(type, bare))
+            fast = self._fast.get(found, _UNDECIDED)
+            if fast is _UNDECIDED:
+                with self._lock:
+                    fast = self._fast.setdefault(found, make_fast(shape, bare, leaves))  # None: the full path
+            if fast is not None:
                 fast.learn(shape, bare, leaves, front)
-            except Exception:  # noqa: BLE001 - a key that cannot be hashed: the full path
-                return
-            object.__setattr__(self, "_bare_on", True)
+                object.__setattr__(self, "_bare_on", True)
+        except Exception:  # noqa: BLE001 - a key that cannot be hashed, an object that refuses a look
+            return
 
     # ----- the miss ------------------------------------------------------------------------
     def _shape(self, args: tuple, kwargs: dict, leaves: list, treedef: Any) -> Shape:
