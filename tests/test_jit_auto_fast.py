@@ -149,11 +149,14 @@ def test_an_attribute_rebound_on_a_mutable_registered_object_is_seen():
 
 
 def test_a_freed_objects_reused_id_never_selects_its_program():
-    """Fresh frozen objects, each freed after its call (CPython reuses their ids at once),
-    each with another value: every result is its own value's."""
+    """Fresh frozen objects, each called until keyed by identity and then freed (CPython
+    reuses their ids at once), each with another value: every result is its own value's."""
     f, traces = _scaled()
     for i in range(150):
-        assert jnp.array_equal(f(X, Node(float(i % 50))), X * float(i % 50)), i
+        node = Node(float(i % 50))
+        for _ in range(3):  # met twice: then keyed by identity
+            assert jnp.array_equal(f(X, node), X * float(i % 50)), i
+        del node
     assert traces[0] == 50
 
 
@@ -269,3 +272,17 @@ def test_a_list_a_frozen_objects_flatten_reads_besides_its_fields_is_seen():
         assert jnp.array_equal(f(X, node), X * 3.0)
     node.extra[0] = 5.0
     assert jnp.array_equal(f(X, node), X * 7.0)
+
+
+def test_an_object_called_once_is_not_kept_alive():
+    """An object passed once (made afresh for each call) is not held by the wrapper."""
+    import weakref
+
+    f, _ = _scaled()
+    f(X, Node(1.0))
+    node = Node(2.0)
+    f(X, node)
+    ref = weakref.ref(node)
+    del node
+    gc.collect()
+    assert ref() is None

@@ -69,24 +69,25 @@ class AutoJit:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
+            fast = None
             if self._bare_on:  # some call shape of this function is keyed without JAX's flatten
-                leaves, treedef = _bare((args, kwargs))  # C only: a library's pytree is one leaf here
-                fast = self._fast.get((treedef, *map(type, leaves)), _UNDECIDED)
+                bare, bare_treedef = _bare((args, kwargs))  # C only: a library's pytree is one leaf here
+                fast = self._fast.get((bare_treedef, *map(type, bare)), _UNDECIDED)
                 if fast.__class__ is Fast:
                     try:  # the identity's cheaper spellings, as Fast.lookup spells them (see _auto_fast)
                         if fast.simple:
-                            front = fast.fronts.get((fast.key(leaves), *map(id, fast.objects(leaves))))
+                            front = fast.fronts.get((fast.key(bare), *map(id, fast.objects(bare))))
                         else:
-                            front = fast.fronts.get((fast.key(leaves), fast.pack(*fast.floats(leaves)),
-                                                     *map(leaf_key, fast.strict(leaves)),
-                                                     *map(id, fast.objects(leaves))))
+                            front = fast.fronts.get((fast.key(bare), fast.pack(*fast.floats(bare)),
+                                                     *map(leaf_key, fast.strict(bare)),
+                                                     *map(id, fast.objects(bare))))
                     except Exception:  # noqa: BLE001 - an unhashable or odd static: the full path
                         front = None
                     if front is not None:
-                        out = front(*fast.dynamic(leaves))  # from C++: as the function returned it
+                        out = front(*fast.dynamic(bare))  # from C++: as the function returned it
                         return out.value() if out.__class__ is Restore else out
-                if fast is not None:  # a new object or bare shape: the full path, which learns it
-                    return self._full(args, kwargs)
+                elif fast is _UNDECIDED:  # a new bare shape: the full path decides it
+                    return self._full(args, kwargs, bare, bare_treedef)
             leaves, treedef = _flatten((args, kwargs))
             try:
                 shape = self._shapes[treedef, tuple(map(type, leaves))]
@@ -99,14 +100,16 @@ class AutoJit:
             except Exception:  # noqa: BLE001 - a new shape or key, an unhashable or odd static: the miss
                 front = None
             if front is None:  # (outside the except: the user's errors carry no lookup as context)
-                return self._full(args, kwargs)
+                return self._full(args, kwargs) if fast is None else self._full(args, kwargs, bare, bare_treedef)
             out = front(*shape.dynamic(leaves))
+            if fast is not None:  # objects the bare lookup did not know: met twice, it keeps them
+                fast.learn(shape, bare, leaves, front)
             return out.value() if out.__class__ is Restore else out
         except Exception as exc:
             hide(exc)
             raise
 
-    def _full(self, args: tuple, kwargs: dict) -> Any:
+    def _full(self, args: tuple, kwargs: dict, bare: list | None = None, bare_treedef: Any = None) -> Any:
         """A call the hit lookups did not serve: JAX's flatten of the whole call, its shape's
         lookup or the miss; then the bare lookup learns the call, where it can."""
         leaves, treedef = _flatten((args, kwargs))
@@ -127,14 +130,16 @@ class AutoJit:
                 pass
         else:
             out = front(*shape.dynamic(leaves))
-        self._learn(shape, leaves, args, kwargs, front)
+        self._learn(shape, leaves, args, kwargs, front, bare, bare_treedef)
         return out.value() if out.__class__ is Restore else out
 
-    def _learn(self, shape: Shape, leaves: list, args: tuple, kwargs: dict, front: Any) -> None:
+    def _learn(self, shape: Shape, leaves: list, args: tuple, kwargs: dict, front: Any, bare: list | None,
+               bare_treedef: Any) -> None:
         """The bare lookup keeps this call's front, where its bare shape can be keyed (a
         speed-up only: whatever goes wrong here leaves the call to the full path)."""
         try:
-            bare, bare_treedef = _bare((args, kwargs))
+            if bare is None:
+                bare, bare_treedef = _bare((args, kwargs))
             found = (bare_treedef, *map(type, bare))
             fast = self._fast.get(found, _UNDECIDED)
             if fast is _UNDECIDED:

@@ -39,6 +39,7 @@ import operator
 import sys
 import threading
 import types
+import weakref
 from typing import Any
 
 import jax
@@ -125,7 +126,8 @@ class Fast:
     ``leaf_key``), ``objects`` (by ``id``, held in ``held``), ``dynamic`` (the traced
     leaves in canonical order); ``fronts`` maps the key to the variant's C++ front."""
 
-    __slots__ = ("plan", "simple", "key", "floats", "pack", "strict", "objects", "dynamic", "fronts", "held", "lock")
+    __slots__ = ("plan", "simple", "key", "floats", "pack", "strict", "objects", "dynamic", "fronts", "held", "seen",
+                 "lock")
 
     def lookup(self, leaves: list) -> Any:
         """The key ``fronts`` is looked up by, spelled exactly as the hit path spells it
@@ -142,7 +144,28 @@ class Fast:
         """Keep ``front`` for this call's key, holding the objects its ids stand for (a key
         lives only while they do: ``fronts`` is emptied before ``held``); only where this
         very call (``shape``, its ``full`` leaves) is keyed as the first call of this bare
-        shape was: an object of the same class may hold an array or a list."""
+        shape was (an object of the same class may hold an array or a list), and only for
+        objects met before (``seen``, weakly): an object made afresh for each call is never
+        looked into again and again, nor kept alive. An object that refuses a weak
+        reference is never keyed by identity."""
+        try:
+            self._learn(shape, leaves, full, front)
+        except Exception:  # noqa: BLE001 - a speed-up only: the call keeps the full path
+            return
+
+    def _learn(self, shape: Shape, leaves: list, full: list, front: Any) -> None:
+        objects = self.objects(leaves)
+        met = True
+        for obj in objects:  # met before: held weakly, so an object made afresh for each call dies as it would
+            ref = self.seen.get(id(obj))
+            if ref is None or ref() is not obj:
+                met = False
+                with self.lock:
+                    if len(self.seen) >= HELD:
+                        self.seen.clear()
+                    self.seen[id(obj)] = weakref.ref(obj)
+        if not met:
+            return
         this = make_fast(shape, leaves, full)
         if this is None or this.plan != self.plan:
             return
@@ -150,7 +173,6 @@ class Fast:
         if key is None:
             return
         with self.lock:
-            objects = self.objects(leaves)
             if len(self.held) + len(objects) > HELD:
                 self.fronts.clear()
                 self.held.clear()
@@ -203,6 +225,6 @@ def make_fast(shape: Shape, leaves: list, full: list) -> Fast | None:
     fast.floats, fast.pack = _getter(floats), floats_key(len(floats))
     fast.strict, fast.objects = _getter(strict), _getter(objects)
     fast.dynamic = _getter([bare_of[src] for src in traced])
-    fast.fronts, fast.held, fast.lock = {}, {}, threading.Lock()
+    fast.fronts, fast.held, fast.seen, fast.lock = {}, {}, {}, threading.Lock()
     return fast
 
