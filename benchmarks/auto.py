@@ -15,7 +15,7 @@ cores at load average 3-4: plain 13.6-14.1 µs, ours 17.9-18.4 µs, 1.27-1.33x a
 on jax 0.10.2 / Python 3.11 and 1.28-1.29x on jax 0.12.1 / Python 3.13; 22.3-22.6 µs,
 1.59-1.65x, before the bare lookup): no library's Python flatten
 runs (the call is flattened with a registry that knows only builtin containers, and the
-solver, a frozen Module the first call proved immutable, is keyed by its identity), and
+solver, a frozen Module passed again and proven immutable, is keyed by its identity), and
 no Python rebuilds the ``Solution`` (JAX's C++ unflatten puts the returned objects back).
 What remains, each measured in place: the variant's C++ front 0.5 µs over plain's (its
 output's ``Jaxpr`` and two Python statics come back through 4 node unflattens that call

@@ -23,6 +23,8 @@ flatten (``_auto_plan.Shape``), says what each bare leaf is:
   ``functools.partial`` (keyed by its keywords) or a rebindable object anywhere inside,
   in this call, keeps this call's key out (``Fast.learn`` decides per call: an object of
   the same class may hold a list next time), so a change made in place is always seen.
+  An object is keyed so from its second call on (met once, it is held weakly): one made
+  afresh for each call is never looked into again and again.
 
 The first call of a bare shape decides its ``Fast``; where that call cannot be keyed this
 way (``make_fast`` returns ``None``), the shape takes the full path: JAX's flatten of the
