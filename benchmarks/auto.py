@@ -11,8 +11,8 @@ returns the array part of the ``Solution`` (``eqx.partition``), which is the lea
 call can cost. DESIGN.md's targets: a hit costs ≤0.6x ``eqx.filter_jit`` and ≤1.3x plain.
 
 Where a hit's time goes beyond plain's (minimum over 40 interleaved rounds, 2 shared CPU
-cores at load average 3-4: plain 13.6-14.1 µs, ours 17.9-18.4 µs, 1.27-1.33x across runs
-on jax 0.10.2 / Python 3.11 and 1.28-1.29x on jax 0.12.1 / Python 3.13; 22.3-22.6 µs,
+cores at load average 3-5: plain 13.6-14.1 µs, ours 17.9-18.4 µs, 1.27-1.33x across runs
+on jax 0.10.2 / Python 3.11 and 1.26-1.29x on jax 0.12.1 / Python 3.13; 22.3-22.6 µs,
 1.59-1.65x, before the bare lookup): no library's Python flatten
 runs (the call is flattened with a registry that knows only builtin containers, and the
 solver, a frozen Module passed again and proven immutable, is keyed by its identity), and
