@@ -13,6 +13,7 @@ only: below), explanations (the identity's first difference: ``test_identity``).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import pickle
@@ -56,6 +57,22 @@ class AnyLeaves:
 @sf.dataclass(check=False)
 class Loose:
     v: object
+
+
+@jax.tree_util.register_pytree_node_class
+@dataclasses.dataclass(frozen=True)
+class Node:
+    """A frozen class JAX flattens by calling Python (as an equinox Module): a static="auto"
+    hit keys it by identity once its content is proven immutable."""
+
+    v: object
+
+    def tree_flatten(self):
+        return (self.v,), None
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children)
 
 
 def _quiet(fn, *args):
@@ -174,6 +191,19 @@ def test_static_auto_hit_paths_follow_the_identity(pair):
         return sf.jit(lambda x, s: x + 1, static="auto")
 
     assert _compiles(wrap, lambda f, v: f(jnp.ones(()), v), a, b) == (1 if iv.same(a, b) else 2)
+
+
+@COMPILING
+@given(pairs.filter(_leaves))
+def test_static_auto_hit_paths_on_objects_follow_the_identity(pair):
+    """The same pair inside objects JAX flattens in Python: each object passed again (a hit
+    keyed by the object's identity) and a copy of it."""
+    a, b = pair
+    na, nb = Node(a), Node(b)
+    f = sf.jit(lambda x, node: x + 1, static="auto")
+    for node in (na, na, nb, nb, na, Node(a), copy.copy(nb)):
+        _quiet(f, jnp.ones(()), node)
+    assert f.compile_count == (1 if iv.same(a, b) else 2)
 
 
 @COMPILING

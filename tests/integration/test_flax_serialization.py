@@ -230,6 +230,28 @@ def test_flax_serialization_knows_sf_classes_whichever_is_imported_first(flax_fi
     assert out.stdout.strip() == "ok"
 
 
+@pytest.mark.parametrize("flax_first", [False, True])
+def test_flax_serialization_knows_sf_classes_after_a_reload(flax_first):
+    """``importlib.reload(flax.serialization)`` makes a new registry: it still knows every
+    ``sf`` class (a restore never silently becomes a dict)."""
+    import subprocess
+    import sys
+
+    code = (
+        ("import flax.serialization\n" if flax_first else "")
+        + "import importlib, jax.numpy as jnp, staticfield as sf\n"
+        "from flax import serialization\n"
+        "class S(sf.Struct):\n    w: object\n"
+        "importlib.reload(serialization)\n"
+        "back = serialization.from_state_dict(S(jnp.zeros(2)), {'w': jnp.ones(2)})\n"
+        "assert type(back) is S, back\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
 def test_to_state_dict_of_a_single_leaf_is_a_type_error():
     """A bare array has no field names to key by: a TypeError that says what to pass."""
     with pytest.raises(TypeError, match=r"sf.to_state_dict: state is a single leaf"):

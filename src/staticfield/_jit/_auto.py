@@ -27,6 +27,7 @@ from typing import Any, Callable
 import jax
 
 from ._args import qualname, wrong_call
+from ._auto_fast import Fast, bare_flatten as _bare, make_fast
 from ._auto_plan import Restore, Shape, make_shape
 from ._agreement import ahead
 from ._programs import aot
@@ -38,6 +39,7 @@ from .._core._traceback import hide
 CHOICES = ("auto",)
 
 _flatten = jax.tree_util.default_registry.flatten  # tree_flatten without its Python frame
+_UNDECIDED = object()  # a bare shape no call has decided yet
 
 
 def _signature(fn: Callable) -> inspect.Signature:
@@ -56,6 +58,8 @@ class AutoJit:
         object.__setattr__(self, "_engine", engine)
         object.__setattr__(self, "_sig", _signature(fn))
         object.__setattr__(self, "_shapes", {})  # (treedef, leaf types) -> Shape
+        object.__setattr__(self, "_fast", {})  # (bare treedef, leaf types) -> Fast, or None
+        object.__setattr__(self, "_bare_on", False)  # whether any call shape has a Fast
         object.__setattr__(self, "_lock", threading.Lock())
         for name in functools.WRAPPER_ASSIGNMENTS:
             if hasattr(fn, name):
@@ -65,30 +69,87 @@ class AutoJit:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
+            fast = None
+            if self._bare_on:  # some call shape of this function is keyed without JAX's flatten
+                bare, bare_treedef = _bare((args, kwargs))  # C only: a library's pytree is one leaf here
+                fast = self._fast.get((bare_treedef, *map(type, bare)), _UNDECIDED)
+                if fast.__class__ is Fast:
+                    try:  # the identity's cheaper spellings, as Fast.lookup spells them (see _auto_fast)
+                        if fast.simple:
+                            front = fast.fronts.get((fast.key(bare), *map(id, fast.objects(bare))))
+                        else:
+                            front = fast.fronts.get((fast.key(bare), fast.pack(*fast.floats(bare)),
+                                                     *map(leaf_key, fast.strict(bare)),
+                                                     *map(id, fast.objects(bare))))
+                    except Exception:  # noqa: BLE001 - an unhashable or odd static: the full path
+                        front = None
+                    if front is not None:
+                        out = front(*fast.dynamic(bare))  # from C++: as the function returned it
+                        return out.value() if out.__class__ is Restore else out
+                elif fast is _UNDECIDED:  # a new bare shape: the full path decides it
+                    return self._full(args, kwargs, bare, bare_treedef)
             leaves, treedef = _flatten((args, kwargs))
             try:
                 shape = self._shapes[treedef, tuple(map(type, leaves))]
-                key = shape.key(leaves)  # the identity's cheaper spelling: see make_shape
+                key = shape.key(leaves)
                 if shape.floats is not None:
-                    key = (key, tuple(map(float.hex, shape.floats(leaves))))
+                    key = (key, shape.pack(*shape.floats(leaves)))
                 if shape.strict is not None:
                     key = (key, tuple(map(leaf_key, shape.strict(leaves))))
                 front = shape.fronts[key]
             except Exception:  # noqa: BLE001 - a new shape or key, an unhashable or odd static: the miss
                 front = None
             if front is None:  # (outside the except: the user's errors carry no lookup as context)
-                return self._miss(args, kwargs, leaves, treedef)
+                return self._full(args, kwargs) if fast is None else self._full(args, kwargs, bare, bare_treedef)
             out = front(*shape.dynamic(leaves))
-            if out.__class__ is Restore:  # outputs with non-array leaves: put them back (no call)
-                o = out.fget
-                full = o.template.copy()
-                for i, v in zip(o.positions, out.fset):
-                    full[i] = v
-                return o.treedef.unflatten(full)
-            return out
+            if fast is not None:  # objects the bare lookup did not know: met twice, it keeps them
+                fast.learn(shape, bare, leaves, front)
+            return out.value() if out.__class__ is Restore else out
         except Exception as exc:
             hide(exc)
             raise
+
+    def _full(self, args: tuple, kwargs: dict, bare: list | None = None, bare_treedef: Any = None) -> Any:
+        """A call the hit lookups did not serve: JAX's flatten of the whole call, its shape's
+        lookup or the miss; then the bare lookup learns the call, where it can."""
+        leaves, treedef = _flatten((args, kwargs))
+        try:
+            shape = self._shapes[treedef, tuple(map(type, leaves))]
+            front = shape.fronts[shape.lookup(leaves)]
+        except Exception:  # noqa: BLE001 - a new shape or key, an unhashable or odd static: the miss
+            front = None
+        if front is None:
+            shape = self._shape(args, kwargs, leaves, treedef)
+            front = self._engine.auto_variant(shape.vkey(leaves))
+            out = front(*shape.dynamic(leaves))
+            try:  # only after a call that worked; a key that cannot be hashed keeps taking this path
+                key = shape.lookup(leaves)
+                if key is not None:
+                    shape.fronts.setdefault(key, front)
+            except Exception:  # noqa: BLE001
+                pass
+        else:
+            out = front(*shape.dynamic(leaves))
+        self._learn(shape, leaves, args, kwargs, front, bare, bare_treedef)
+        return out.value() if out.__class__ is Restore else out
+
+    def _learn(self, shape: Shape, leaves: list, args: tuple, kwargs: dict, front: Any, bare: list | None,
+               bare_treedef: Any) -> None:
+        """The bare lookup keeps this call's front, where its bare shape can be keyed (a
+        speed-up only: whatever goes wrong here leaves the call to the full path)."""
+        try:
+            if bare is None:
+                bare, bare_treedef = _bare((args, kwargs))
+            found = (bare_treedef, *map(type, bare))
+            fast = self._fast.get(found, _UNDECIDED)
+            if fast is _UNDECIDED:
+                with self._lock:
+                    fast = self._fast.setdefault(found, make_fast(shape, bare, leaves))  # None: the full path
+            if fast is not None:
+                fast.learn(shape, bare, leaves, front)
+                object.__setattr__(self, "_bare_on", True)
+        except Exception:  # noqa: BLE001 - a key that cannot be hashed, an object that refuses a look
+            return
 
     # ----- the miss ------------------------------------------------------------------------
     def _shape(self, args: tuple, kwargs: dict, leaves: list, treedef: Any) -> Shape:
@@ -111,20 +172,6 @@ class AutoJit:
         leaves, treedef = _flatten((args, kwargs))
         shape = self._shape(args, kwargs, leaves, treedef)
         return shape, self._engine.auto_variant(shape.vkey(leaves)), shape.dynamic(leaves)
-
-    def _miss(self, args: tuple, kwargs: dict, leaves: list, treedef: Any) -> Any:
-        shape = self._shape(args, kwargs, leaves, treedef)
-        front = self._engine.auto_variant(shape.vkey(leaves))
-        out = front(*shape.dynamic(leaves))
-        if out.__class__ is Restore:
-            out = out.value()
-        try:  # only after a call that worked; a key that cannot be hashed keeps taking this path
-            key = shape.lookup(leaves)
-            if key is not None:
-                shape.fronts.setdefault(key, front)
-        except Exception:  # noqa: BLE001
-            pass
-        return out
 
     # ----- JAX's AOT and inspection methods -------------------------------------------------
     def _aot(self, what: str, args: tuple, kwargs: dict) -> Any:

@@ -16,21 +16,22 @@ decides everything a hit needs:
   ``Jaxpr`` of a closure-converted function inside an equinox Module in a tuple); an
   ``sf`` instance found there keeps its own split.
 - **C-level getters** (``operator.itemgetter``) that pick, from a call's leaves, its
-  static values (the lookup key; floats as ``float.hex``, so ``0.0`` and ``-0.0``
-  differ) and its traced leaves in canonical order.
+  static values (the lookup key; floats by their bits, packed in one C call, so ``0.0``
+  and ``-0.0`` differ) and its traced leaves in canonical order.
 
 The variant is keyed by ``AutoKey``: the canonical treedef, which canonical leaves are
 static, and their type-strict keys (by value where hashable, by identity otherwise).
 While JAX traces the variant (``AutoKey.call``), the user's arguments are rebuilt from
 the traced leaves and the statics, and the function's outputs are partitioned the same
-way (``Restore``): arrays are the program's outputs, every other leaf comes back as the
-very object the function returned, through the output tree's unflatten.
+way (``_auto_out.Restore``): arrays are the program's outputs, every other leaf comes
+back as the very object the function returned.
 """
 
 from __future__ import annotations
 
 import inspect
 import operator
+import struct
 from typing import Any, Callable
 
 import jax
@@ -40,7 +41,7 @@ from .._core._identity import exact_eq
 from .._core._compat import Tracer
 from .._core._registry import SPECS, is_instance
 from .._explain import _describe
-from ._auto_out import OUT_ARRAYS, refuse_tracers
+from ._auto_out import Restore as Restore, partition_out as partition_out  # (re-exported for _traced)
 
 _FREE, _FORCED, _FIELD = 0, 1, 2  # a leaf's place: anywhere, inside an instance, a check=False field
 TRACED, ARG, FIELD = 0, 1, 2  # a canonical leaf: traced, an argument's static, a check=False field's
@@ -59,6 +60,12 @@ def _getter(positions: list[int]) -> Callable[[list], Any]:
     if positions:
         return operator.itemgetter(slice(positions[0], positions[0] + 1))
     return operator.itemgetter(slice(0, 0))
+
+
+def floats_key(count: int) -> Callable[..., bytes]:
+    """``(*floats) -> bytes``: the floats' bits, in one C call: the identity's spelling of
+    a float (``0.0`` and ``-0.0`` differ), which ``float.hex`` spells one string per float."""
+    return struct.Struct(f"<{count}d").pack
 
 
 # ----- where each leaf sits ------------------------------------------------------------
@@ -151,71 +158,6 @@ def signature_of(key: AutoKey, sig: inspect.Signature, donating: bool = False) -
     return AutoSignature(params, return_annotation=sig.return_annotation)
 
 
-# ----- outputs -----------------------------------------------------------------------------
-class _Out:
-    """The aux data of a partitioned output: its structure, which leaves were arrays, and
-    the others, compared by their type-strict keys. ``template`` holds the others in
-    place, ``positions`` where the arrays go (the hit path fills a copy)."""
-
-    __slots__ = ("treedef", "mask", "statics", "_keys", "template", "positions")
-
-    def __init__(self, treedef: Any, mask: tuple, statics: tuple) -> None:
-        self.treedef, self.mask, self.statics = treedef, mask, statics
-        self._keys = tuple(leaf_key(s) for s in statics)
-        st = iter(statics)
-        self.template = [None if m else next(st) for m in mask]
-        self.positions = tuple(i for i, m in enumerate(mask) if m)
-
-    def __eq__(self, other: object) -> bool:
-        return (other.__class__ is _Out and self.mask == other.mask  # type: ignore[attr-defined]
-                and self.treedef == other.treedef and self._keys == other._keys)  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash((self.treedef, self.mask, self._keys))
-
-    def __reduce__(self) -> Any:
-        return _Out, (self.treedef, self.mask, self.statics)
-
-    def __call__(self) -> None:  # (a Restore's fget: never called)
-        raise TypeError("not callable")
-
-
-class Restore(property):
-    """A function's output under ``static="auto"`` when it holds non-array leaves: JAX sees
-    the arrays (``fset``) and keeps this node, with ``fget`` the ``_Out``, in the program's
-    output tree, so that JAX's C++ fast path, which flattens the outputs again, finds arrays
-    only; the caller puts the other leaves back (``value``, inline in ``AutoJit``). A
-    ``property`` only for its C constructor and attributes: JAX's unflatten
-    (``Restore(out, dynamic)``) and flatten (an ``attrgetter``) run no Python frame."""
-
-    __sf_trace_only__ = True  # the program store finds such a program by its trace only
-
-    def value(self) -> Any:
-        """The output as the function returned it."""
-        out = self.fget
-        full = out.template.copy()
-        for i, v in zip(out.positions, self.fset):
-            full[i] = v
-        return out.treedef.unflatten(full)
-
-
-jax.tree_util.register_pytree_node(Restore, operator.attrgetter("fset", "fget"), Restore)
-
-
-def partition_out(out: Any, function: str = "") -> Any:
-    """The function's output as the variant returns it to JAX: as it is when every leaf is
-    an array (or a tracer), else a ``Restore`` node; a non-array leaf that holds a tracer
-    is refused (``_auto_out``)."""
-    leaves, treedef = jax.tree_util.tree_flatten(out)
-    mask = tuple(isinstance(leaf, OUT_ARRAYS) for leaf in leaves)
-    if all(mask):
-        return out
-    paths = [p for (p, _), m in zip(jax.tree_util.tree_flatten_with_path(out)[0], mask) if not m]
-    refuse_tracers(function, paths, [leaf for leaf, m in zip(leaves, mask) if not m])
-    return Restore(_Out(treedef, mask, tuple(leaf for leaf, m in zip(leaves, mask) if not m)),
-                   [leaf for leaf, m in zip(leaves, mask) if m])
-
-
 # ----- one call shape ----------------------------------------------------------------------
 class _Arg:
     """A top-level argument of the call, standing in while it is bound to the signature."""
@@ -228,11 +170,11 @@ class _Arg:
 
 class Shape:
     """What the calls of one shape (treedef and leaf types) do on a hit: ``key(leaves)``
-    (and ``floats(leaves)``, as ``float.hex``) is the lookup key of ``fronts``, which maps
+    (and ``floats(leaves)``, their bits packed by ``pack``) is the lookup key of ``fronts``, which maps
     it to the variant's C++ front; ``dynamic(leaves)`` are its traced leaves. Everything
     here is C-level: ``operator.itemgetter`` and builtins."""
 
-    __slots__ = ("names", "treedef", "mask", "paths", "sources", "key", "floats", "strict", "dynamic", "fronts")
+    __slots__ = ("names", "treedef", "mask", "paths", "sources", "key", "floats", "pack", "strict", "dynamic", "fronts")
 
     def vkey(self, leaves: list) -> AutoKey:
         """This call's variant key (on a miss)."""
@@ -242,14 +184,14 @@ class Shape:
 
     def lookup(self, leaves: list) -> Any:
         """The key ``fronts`` is looked up by (as the hit path computes it); ``None`` when
-        it must not be kept: a NaN, whose ``float.hex`` is every NaN's (its calls take the
+        it must not be kept: a NaN (never kept by a fast key: its calls take the
         miss, keyed by the identity)."""
         key = self.key(leaves)
         if self.floats is not None:
             floats = self.floats(leaves)
             if any(x != x for x in floats):
                 return None
-            key = (key, tuple(map(float.hex, floats)))
+            key = (key, self.pack(*floats))
         if self.strict is not None:
             key = (key, tuple(map(leaf_key, self.strict(leaves))))
         return key
@@ -329,7 +271,7 @@ def make_shape(sig: inspect.Signature, args: tuple, kwargs: dict, leaves: list) 
     # The fast key: a cheaper spelling of the identity (_identity), never a second opinion.
     # The shape already holds each leaf's type, so ``==``/``hash`` decide for the types
     # where they are the identity (exact_eq: int, str, a function, ...); a float enters as
-    # its float.hex (its bits, so 0.0 and -0.0 differ; a NaN is never kept: ``lookup``);
+    # its bits (``floats_key``, so 0.0 and -0.0 differ; a NaN is never kept: ``lookup``);
     # every other static (a frozenset: {1} == {True} and order; a complex; a dataclass
     # compared by fields) enters as its identity key, so nothing the identity keeps apart
     # shares a program.
@@ -338,6 +280,7 @@ def make_shape(sig: inspect.Signature, args: tuple, kwargs: dict, leaves: list) 
     strict = [i for i in raw_static if not exact_eq(type(leaves[i])) and type(leaves[i]) is not float]
     shape.key = (len if not plain else operator.itemgetter(*plain))
     shape.floats = _getter(floats) if floats else None
+    shape.pack = floats_key(len(floats))
     shape.strict = _getter(strict) if strict else None
     shape.dynamic = _getter([src for src, m in zip(sources, mask) if not m])
     shape.fronts = {}

@@ -11,9 +11,16 @@ kept from the target). Nothing is stored per class, so a class made later is kno
 and an explicit ``register_serialization_state`` of an ``sf`` class (what earlier docs
 said to write) is still accepted and then used instead.
 
-staticfield never imports flax: when it is not loaded yet, a finder on ``sys.meta_path``
-waits for ``flax.serialization`` and installs the registry right after that module runs
-(it does nothing for any other import, and leaves ``sys.meta_path`` once it has fired).
+staticfield never imports flax: a finder on ``sys.meta_path`` waits for
+``flax.serialization`` and installs the registry right after that module runs, on its
+first import and on each ``importlib.reload`` (which makes a new plain registry); it
+does nothing for any other import.
+
+Why not flax's public ``register_serialization_state`` per class: a class made before
+flax is loaded needs this hook anyway, and a registration of every ``sf`` class would
+make the explicit registration earlier docs said to write raise "already registered";
+the registry answers instead, and hides ``sf`` classes from that one check (the caller's
+frame is ``register_serialization_state``'s own code).
 
 Imports: ``_core`` (``SPECS``) and the standard library. Installed by ``staticfield``'s
 ``__init__``.
@@ -102,18 +109,14 @@ class _Finder(importlib.abc.MetaPathFinder):
             self._busy.on = False
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        try:
-            sys.meta_path.remove(self)
-        except ValueError:
-            pass
         spec.loader = _Loader(spec.loader)
         return spec
 
 
 def watch() -> None:
-    """Install now if ``flax.serialization`` is loaded, else when it is."""
+    """Install now if ``flax.serialization`` is loaded, and each time it is (re)loaded."""
     module = sys.modules.get(_MODULE)
     if module is not None:
         install(module)
-    elif not any(isinstance(f, _Finder) for f in sys.meta_path):
+    if not any(isinstance(f, _Finder) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())

@@ -1,0 +1,288 @@
+"""``sf.jit(fn, static="auto")``'s hit on objects JAX flattens in Python (an equinox Module,
+a registered class): it runs no library's Python flatten, and it never serves a program
+for content that changed since (a list or dict changed in place, an attribute rebound,
+an object freed and its ``id`` reused)."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import sys
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import staticfield as sf
+
+X = jnp.arange(3.0)
+
+
+@jax.tree_util.register_pytree_node_class
+@dataclasses.dataclass(frozen=True)
+class Node:
+    """A frozen class JAX flattens through Python functions, as equinox does."""
+
+    k: Any
+    extra: Any = None
+
+    def tree_flatten(self):
+        return (self.k, self.extra), None
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children)
+
+
+@jax.tree_util.register_pytree_node_class
+class Loose:
+    """A registered class whose attributes may be rebound."""
+
+    def __init__(self, k):
+        self.k = k
+
+    def tree_flatten(self):
+        return (self.k,), None
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children)
+
+
+def _scaled():
+    """``f(x, node)`` = ``x`` times the sum of the node's numbers, and its trace count."""
+    traces = [0]
+
+    def f(x, node):
+        traces[0] += 1
+        return x * sum(jax.tree_util.tree_leaves(node))
+
+    return sf.jit(f, static="auto", warn_compiles=None), traces
+
+
+def _frames(f: Callable[..., Any], *args: Any, **kwargs: Any) -> list[str]:
+    frames: list[str] = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            frames.append(f"{frame.f_code.co_filename}:{frame.f_code.co_name}")
+
+    gc.collect()
+    gc.disable()
+    sys.setprofile(profile)
+    try:
+        for _ in range(50):
+            f(*args, **kwargs)
+    finally:
+        sys.setprofile(None)
+        gc.enable()
+    return frames
+
+
+def test_a_hit_on_a_python_flattened_object_runs_no_python_flatten():
+    """A frozen object whose classes JAX flattens by calling Python (nested, holding floats,
+    a function and a bool) costs a hit no Python call but staticfield's one frame."""
+    f = sf.jit(lambda x, node, n: node.k[1](x) * node.k[0] * n if node.extra.k else x, static="auto")
+    node = Node((2.0, jnp.sin), Node(True))
+    for _ in range(3):
+        f(X, node, 3)
+    frames = _frames(f, X, node, 3)
+    assert len(frames) == 50 and all(name.split(":")[0].endswith("_auto.py") for name in frames), frames[:5]
+    assert f.compile_count == 1
+
+
+def test_an_equinox_module_hit_runs_no_python_flatten():
+    eqx = pytest.importorskip("equinox")
+
+    class Inner(eqx.Module):
+        well_posed: Any = None
+
+    class Solver(eqx.Module):
+        rtol: float
+        norm: Callable = jnp.max
+        inner: Inner = Inner(True)
+
+    f = sf.jit(lambda x, s, max_steps=8: s.norm(x) * s.rtol * max_steps if s.inner.well_posed else x, static="auto")
+    solver = Solver(rtol=1e-3)
+    for _ in range(3):
+        f(X, solver, max_steps=4)
+    frames = _frames(f, X, solver, max_steps=4)
+    assert len(frames) == 50 and all(name.split(":")[0].endswith("_auto.py") for name in frames), frames[:5]
+    assert f.compile_count == 1
+    assert jnp.allclose(f(X, Solver(rtol=2e-3), max_steps=4), 2.0 * 2e-3 * 4)
+    assert f.compile_count == 2
+
+
+@pytest.mark.parametrize("change", ["list item", "dict item", "list appended"])
+def test_a_list_or_dict_inside_a_frozen_object_changed_in_place_is_seen(change):
+    """A frozen object holding a list or a dict can still change inside: the next call
+    sees the new values (keyed by value, never by the object's identity)."""
+    f, traces = _scaled()
+    held = [1.0, 2.0] if change.startswith("list") else {"a": 1.0, "b": 2.0}
+    node = Node(held)
+    for _ in range(2):
+        assert jnp.array_equal(f(X, node), X * 3.0)
+    if change == "list item":
+        held[0] = 5.0
+        want = 7.0
+    elif change == "dict item":
+        held["a"] = 5.0
+        want = 7.0
+    else:
+        held.append(4.0)
+        want = 7.0
+    for _ in range(2):
+        assert jnp.array_equal(f(X, node), X * want)
+    assert traces[0] == 2
+
+
+def test_an_attribute_rebound_on_a_mutable_registered_object_is_seen():
+    f, traces = _scaled()
+    obj = Loose(2.0)
+    for _ in range(2):
+        assert jnp.array_equal(f(X, obj), X * 2.0)
+    obj.k = 3.0
+    for _ in range(2):
+        assert jnp.array_equal(f(X, obj), X * 3.0)
+    assert traces[0] == 2
+
+
+def test_a_freed_objects_reused_id_never_selects_its_program():
+    """Fresh frozen objects, each called until keyed by identity and then freed (CPython
+    reuses their ids at once), each with another value: every result is its own value's."""
+    f, traces = _scaled()
+    for i in range(150):
+        node = Node(float(i % 50))
+        for _ in range(3):  # met twice: then keyed by identity
+            assert jnp.array_equal(f(X, node), X * float(i % 50)), i
+        del node
+    assert traces[0] == 50
+
+
+def test_equal_fresh_objects_share_a_program():
+    f, traces = _scaled()
+    for _ in range(3):
+        assert jnp.array_equal(f(X, Node(2.0, 1.0)), X * 3.0)
+    assert traces[0] == 1
+
+
+def test_a_hits_non_array_outputs_are_the_objects_returned_in_fresh_containers():
+    """A hit served from C++ gives back the output as the function returned it: the very
+    objects for its non-array leaves, new containers around them (changing one returned
+    output never changes the next), and no Python call but staticfield's one frame."""
+
+    def step(x, n, fn):
+        return {"y": fn(x) * n, "n": n, "fn": fn, "pair": (n, [fn])}
+
+    f = sf.jit(step, static="auto")
+    for _ in range(3):
+        out = f(X, 3, jnp.sin)
+    assert out["fn"] is jnp.sin and out["n"] == 3 and out["pair"] == (3, [jnp.sin])
+    out["n"] = 99
+    out["pair"][1].append(None)
+    again = f(X, 3, jnp.sin)
+    assert again["n"] == 3 and again["pair"] == (3, [jnp.sin]) and again is not out
+    assert jnp.allclose(again["y"], jnp.sin(X) * 3)
+    frames = _frames(f, X, 3, jnp.sin)
+    assert len(frames) == 50 and all(name.split(":")[0].endswith("_auto.py") for name in frames), frames[:5]
+
+
+def test_an_object_of_the_same_class_holding_an_array_is_never_served_by_identity():
+    """Objects of one class, one holding only statics (keyed by identity), the next an
+    array: the second is traced and its array passed on every call, its results its own."""
+    f, traces = _scaled()
+    static, holding = Node(2.0), Node(jnp.asarray(3.0))
+    for _ in range(2):
+        assert jnp.array_equal(f(X, static), X * 2.0)
+    for _ in range(2):
+        assert jnp.array_equal(f(X, holding), X * 3.0)
+    assert jnp.array_equal(f(X, Node(jnp.asarray(4.0))), X * 4.0)
+    assert jnp.array_equal(f(X, static), X * 2.0)
+    assert traces[0] == 2
+
+
+@pytest.mark.parametrize("empty", [[], {}, "OrderedDict"])
+def test_an_empty_container_inside_a_frozen_object_filled_in_place_is_seen(empty):
+    import collections
+
+    f, traces = _scaled()
+    held = collections.OrderedDict() if empty == "OrderedDict" else empty
+    node = Node(2.0, held)
+    for _ in range(2):
+        assert jnp.array_equal(f(X, node), X * 2.0)
+    if isinstance(held, list):
+        held.append(1.0)
+    else:
+        held["a"] = 1.0
+    assert jnp.array_equal(f(X, node), X * 3.0)
+
+
+def test_an_object_holding_a_list_after_one_proven_immutable_is_never_keyed_by_identity():
+    f, traces = _scaled()
+    assert jnp.array_equal(f(X, Node(2.0, 1.0)), X * 3.0)
+    held = [1.0, 2.0]
+    node = Node(held)  # the same class and bare shape, a list inside
+    assert jnp.array_equal(f(X, node), X * 3.0)
+    held[0] = 5.0
+    assert jnp.array_equal(f(X, node), X * 7.0)
+
+
+def test_a_partial_inside_a_frozen_object_changed_in_place_is_seen():
+    """A ``functools.partial`` is keyed by its function, arguments and keywords, and its
+    keywords can change in place: an object holding one is never keyed by identity."""
+    import functools
+
+    def scale(x, k):
+        return x * k
+
+    f = sf.jit(lambda x, node: node.k(x), static="auto", warn_compiles=None)
+    p = functools.partial(scale, k=2.0)
+    node = Node(p)
+    for _ in range(2):
+        assert jnp.array_equal(f(X, node), X * 2.0)
+    p.keywords["k"] = 3.0
+    assert jnp.array_equal(f(X, node), X * 3.0)
+
+
+def test_a_list_a_frozen_objects_flatten_reads_besides_its_fields_is_seen():
+    """A frozen class whose flatten reads an attribute that is not a field (set in
+    ``__post_init__``): a list there, changed in place, is seen."""
+
+    @jax.tree_util.register_pytree_node_class
+    @dataclasses.dataclass(frozen=True)
+    class Scaled:
+        k: float
+
+        def __post_init__(self):
+            object.__setattr__(self, "extra", [1.0])
+
+        def tree_flatten(self):
+            return (self.k, self.extra), None
+
+        @classmethod
+        def tree_unflatten(cls, aux, children):
+            out = cls(children[0])
+            object.__setattr__(out, "extra", children[1])
+            return out
+
+    f, traces = _scaled()
+    node = Scaled(2.0)
+    for _ in range(2):
+        assert jnp.array_equal(f(X, node), X * 3.0)
+    node.extra[0] = 5.0
+    assert jnp.array_equal(f(X, node), X * 7.0)
+
+
+def test_an_object_called_once_is_not_kept_alive():
+    """An object passed once (made afresh for each call) is not held by the wrapper."""
+    import weakref
+
+    f, _ = _scaled()
+    f(X, Node(1.0))
+    node = Node(2.0)
+    f(X, node)
+    ref = weakref.ref(node)
+    del node
+    gc.collect()
+    assert ref() is None
