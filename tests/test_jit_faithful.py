@@ -295,6 +295,44 @@ def test_explain_cache_misses_explains_a_new_static_variant(caplog):
     assert "self.w" in caplog.text
 
 
+def test_a_program_compiled_ahead_of_time_runs_with_the_users_arguments():
+    """.lower(...).compile() runs, as jax.jit's does, with the arguments a call takes:
+    instances (another instance with new values, same statics: the same program), static
+    values as lowered, a static="auto" call's objects put back in its outputs. Arguments
+    selecting another program are a TypeError naming the function, never its result."""
+    Model = _model_class()
+    m, m2, x = Model(jnp.ones(2), 3), Model(jnp.full(2, 2.0), 3), jnp.full(2, 5.0)
+    forms = (
+        (Model.apply, (m,), (m2,)),
+        (m.apply, (), ()),
+        (sf.jit(lambda model, x: model.apply(x)), (m,), (m2,)),
+    )
+    for f, before, other in forms:
+        compiled = f.lower(*before, x).compile()
+        assert compiled.cost_analysis() is not None and "mul" in compiled.as_text()
+        np.testing.assert_allclose(compiled(*before, x), f(*before, x))
+        np.testing.assert_allclose(compiled(*other, x), f(*other, x))
+    with pytest.raises(TypeError, match=r"apply: .*compiled ahead of time.*other static values"):
+        Model.apply.lower(m, x).compile()(Model(jnp.ones(2), 4), x)
+
+    g = sf.jit(lambda x, n: x * n, static_argnames="n")
+    compiled = g.lower(x, n=2).compile()
+    np.testing.assert_allclose(compiled(jnp.ones(2), n=2), [2.0, 2.0])
+    with pytest.raises(TypeError, match=r"<lambda>: .*compiled ahead of time"):
+        compiled(x, n=3)
+
+    @sf.jit(static="auto")
+    def solve(x, steps, name):
+        return {"y": x * steps, "steps": steps, "name": name}
+
+    compiled = solve.lower(x, 4, "newton").compile()
+    out = compiled(jnp.ones(2), 4, "newton")
+    assert out["steps"] == 4 and out["steps"].__class__ is int and out["name"] == "newton"
+    np.testing.assert_allclose(out["y"], [4.0, 4.0])
+    with pytest.raises(TypeError, match=r"solve: .*compiled ahead of time"):
+        compiled(x, 5, "newton")
+
+
 def test_trace_eval_shape_and_lower_take_the_users_arguments():
     """.trace, .eval_shape and .lower take instances and static arguments as the call does."""
     Model = _model_class()

@@ -23,6 +23,7 @@ from typing_extensions import Concatenate, ParamSpec
 
 from . import _auto
 from ._args import qualname, resolve_static, signature_parts
+from ._compiled import prefixed
 from .._buckets import bucket_spec
 from ._bound import JitMethod, make_method
 from ._engine import JitFunction
@@ -128,7 +129,7 @@ class BoundJit(functools.partial):
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """``jax.jit(...).lower`` for ``obj.method(*args, **kwargs)``."""
-        return self.func.lower(*self.args, *args, **kwargs)
+        return prefixed(self.func.lower(*self.args, *args, **kwargs), tuple(self.args))
 
     def trace(self, *args: Any, **kwargs: Any) -> Any:
         """``jax.jit(...).trace`` for ``obj.method(*args, **kwargs)``."""

@@ -29,6 +29,7 @@ import jax
 from ._args import qualname, wrong_call
 from ._auto_fast import Fast, bare_flatten as _bare, make_fast
 from ._auto_plan import Restore, Shape, make_shape
+from ._compiled import Lowered
 from ._agreement import ahead
 from ._programs import aot
 from ._tracker import TRACKER_SETTINGS, check_positive
@@ -48,6 +49,10 @@ def _signature(fn: Callable) -> inspect.Signature:
     except (TypeError, ValueError):  # a callable without one: its call as it comes
         kinds = inspect.Parameter
         return inspect.Signature([kinds("args", kinds.VAR_POSITIONAL), kinds("kwargs", kinds.VAR_KEYWORD)])
+
+
+def _restored(out: Any) -> Any:
+    return out.value() if out.__class__ is Restore else out
 
 
 class AutoJit:
@@ -178,7 +183,15 @@ class AutoJit:
         with ahead():  # runs no program: it agrees between processes on its first run
             _, front, dyn = self._prepare(args, kwargs)
             out = aot(front, what)(*dyn)
+        if what == "lower":
+            return Lowered(out, self._compiled_call, front, qualname(self.__wrapped__))
         return out.value() if out.__class__ is Restore else out
+
+    def _compiled_call(self, args: tuple, kwargs: dict) -> tuple:
+        """What ``.lower(...).compile()(*args, **kwargs)`` runs (``_compiled``): the
+        variant these arguments select, its arrays, and the outputs' objects put back."""
+        _, front, dyn = self._prepare(args, kwargs)
+        return front, dyn, {}, _restored
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """``jax.jit(...).lower`` for this call's arguments."""

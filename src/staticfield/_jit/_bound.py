@@ -20,6 +20,7 @@ from typing import Any
 import jax
 
 from ._args import qualname
+from ._compiled import prefixed
 from ._engine import JitFunction
 from .._core._deep import rebuild
 from .._core._registry import SPECS
@@ -250,7 +251,7 @@ class BoundMethod(functools.partial):
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """``jax.jit(...).lower`` for ``obj.method(*args, **kwargs)``."""
-        return self.engine.lower(self.__self__, *args, **kwargs)
+        return prefixed(self.engine.lower(self.__self__, *args, **kwargs), (self.__self__,))
 
     def trace(self, *args: Any, **kwargs: Any) -> Any:
         """``jax.jit(...).trace`` for ``obj.method(*args, **kwargs)``."""

@@ -18,6 +18,8 @@ from .._core import _front, _lowering
 from .._store import StoredJit
 from .._store._key import signature as call_signature
 from ._agreement import ahead
+from ._args import qualname
+from ._compiled import Lowered
 
 _trace_context = _compat.get("trace_context") or (lambda: None)
 _trace_state_clean = _compat.get("trace_state_clean") or (lambda: False)
@@ -71,8 +73,16 @@ class Programs:
         if self.deps is not None and args:
             return self.deps.call(args[0], lambda jitted, children: aot(jitted, what)(
                 children, *args[1:], **kwargs))
-        jitted, dyn, kwargs = self._jax_call(args, kwargs)
-        return aot(jitted, what)(*dyn, **kwargs)
+        jitted, dyn, dyn_kwargs = self._jax_call(args, kwargs)
+        out = aot(jitted, what)(*dyn, **dyn_kwargs)
+        if what != "lower" or self.bucket_spec is not None:  # a bucket's program takes the padded rows
+            return out
+        return Lowered(out, self._compiled_call, _front.unwrap(jitted), qualname(self.fn))
+
+    def _compiled_call(self, args: tuple, kwargs: dict) -> tuple:
+        """What ``.lower(...).compile()(*args, **kwargs)`` runs (``_compiled``)."""
+        jitted, dyn, dyn_kwargs = self._jax_call(args, kwargs)
+        return _front.unwrap(jitted), dyn, dyn_kwargs, _same
 
     def _remembered(self, box: list, *dyn: Any, **kwargs: Any) -> Any:
         """A variant front's miss: JAX's answer, its program kept in ``executables`` (the
@@ -194,6 +204,10 @@ class Programs:
         one already): what ``max_compiles`` forgives when JAX drops programs."""
         return self.transformed + sum(_front.cache_size(f) for f in self.fronts()) + sum(
             j._cache_size() if isinstance(j, StoredJit) else _compat.cache_size(j) for j in self.programs())
+
+
+def _same(out: Any) -> Any:
+    return out
 
 
 def aot(jitted: Any, what: str) -> Callable[..., Any]:
