@@ -183,6 +183,13 @@ def leaf_key(leaf: Any) -> Any:
     return key(leaf)
 
 
+def keyed_by_object(value: Any) -> bool:
+    """Whether ``leaf_key(value)`` is the object itself, compared by ``is`` (an unhashable
+    value, or one whose ``==`` is ``object``'s): its key never reads what it holds."""
+    found = leaf_key(value)
+    return found.__class__ is ById or (found.__class__ is _SafeEq and type(value).__eq__ is object.__eq__)
+
+
 def exact_eq(t: type) -> bool:
     """Whether ``==`` and ``hash`` between two values of type ``t`` are exactly ``key``'s
     answer, so that a fast key holding ``t`` beside the value may decide. Not so: float

@@ -47,7 +47,7 @@ from typing import Any
 import jax
 
 from .._core._frozendict import FrozenDict
-from .._core._identity import ById, _SafeEq, exact_eq, leaf_key
+from .._core._identity import exact_eq, keyed_by_object
 from .._core._registry import SPECS
 from ._auto_plan import TRACED, Shape, _getter, floats_key, traced_kind
 
@@ -114,8 +114,7 @@ def frozen_value(value: Any, budget: list[int] | None = None) -> bool:
         return all(frozen_value(v, budget) for v in held)
     if traced_kind(t):
         return False
-    found = leaf_key(value)  # the identity's own key: by the object itself, or by what it holds
-    if not (found.__class__ is ById or (found.__class__ is _SafeEq and t.__eq__ is object.__eq__)):
+    if not keyed_by_object(value):  # the identity's own key: by the object itself, or by what it holds
         return False  # keyed by what it holds (a partial's keywords, a dataclass's fields), which may change
     leaves = _full_flatten(value)[0]
     return len(leaves) == 1 and leaves[0] is value  # a leaf for JAX (an empty list is a node)
