@@ -92,6 +92,20 @@ def test_a_hit_on_a_python_flattened_object_runs_no_python_flatten():
     assert f.compile_count == 1
 
 
+@pytest.mark.parametrize("static", [0.25, 1 + 2j, frozenset({"a", "b"}), (0.5, -0.0), "name"], ids=repr)
+def test_a_hit_with_each_kind_of_static_takes_the_bare_lookup(static):
+    """Statics of every spelling the bare lookup keys (``==``, a float's bits, the
+    identity's key) beside a frozen object: after the first calls, a hit never falls back
+    to the full flatten (it would run the object's Python flatten again)."""
+    f = sf.jit(lambda x, node, s: x * node.k[0] if s is not None else x, static="auto")
+    node = Node((2.0, jnp.sin))
+    for _ in range(3):
+        f(X, node, static)
+    frames = _frames(f, X, node, static)
+    assert not [name for name in frames if "tree_flatten" in name or name.endswith(":_full")], frames[:8]
+    assert f.compile_count == 1
+
+
 def test_an_equinox_module_hit_runs_no_python_flatten():
     eqx = pytest.importorskip("equinox")
 

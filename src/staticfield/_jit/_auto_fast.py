@@ -47,7 +47,7 @@ from typing import Any
 import jax
 
 from .._core._frozendict import FrozenDict
-from .._core._identity import exact_eq, keyed_by_object
+from .._core._identity import exact_eq, keyed_by_object, leaf_key
 from .._core._registry import SPECS
 from ._auto_plan import TRACED, Shape, _getter, floats_key, traced_kind
 
