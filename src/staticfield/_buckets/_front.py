@@ -29,6 +29,7 @@ from ._ahead import Ahead
 from ._args import Arguments
 from ._recorded import Recorded
 from ._explanations import Explanations
+from ._inside import check_inside, checking, transformed
 from ._report import Reports
 from ._symbolic import available
 from ._trace import ROWS_KW, Retry, Rows, Traced
@@ -150,12 +151,12 @@ class BucketSpec(Arguments, Traced, Reports, Explanations, Recorded, Ahead):
                 return spec._attempt(call, kw_call, args, kwargs, rows, rows, (args, kwargs))
             finally:
                 local.call = outer
-            if state.traced:  # a miss: the checking mode may compare
-                return spec._done(out, state, (args, kwargs))
+            if state.traced or out.value.__class__ is not _ARRAY:  # a miss, a tree or a transformation:
+                return spec._done(out, state, (args, kwargs))  # the checking mode may compare
             spec._count(rows, bucket)
             axes = out.axes
-            if bucket == rows or axes[0] is None or out.value.__class__ is not _ARRAY:
-                return spec._slice(out, rows, bucket)
+            if bucket == rows or axes[0] is None:
+                return out.value
             return cut(out.value, axes[0], rows)
 
         @functools.wraps(call)
@@ -220,8 +221,11 @@ class BucketSpec(Arguments, Traced, Reports, Explanations, Recorded, Ahead):
         rows, bucket = state.rows, state.bucket
         result = self._slice(out, rows, bucket)
         self._count(rows, bucket)
-        if state.traced and state.check:
-            self._check(given, result, state)
+        if state.check if state.traced else checking():  # (under a transformation: a program traced before)
+            if transformed(result):  # under grad, vmap or an outer jit: the comparison in the program
+                check_inside(self, given, result, rows, bucket)
+            elif state.traced:
+                self._check(given, result, state)
         return result
 
     def _slice(self, out: Any, rows: int, bucket: int) -> Any:
