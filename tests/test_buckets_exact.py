@@ -140,6 +140,31 @@ def test_an_instance_static_that_changes_the_program_gets_its_own_verdict():
              jax.grad(lambda w: jnp.sum(((x @ w) * 2 if s.limit == 5 else (x @ w) - 1) ** 2))(jnp.asarray(W)))
 
 
+def forked(x, w, mode):
+    h = x @ w
+    if mode == "fork":  # a fork the bucket's trace takes at 8 rows: this key's buckets are exact
+        return h * 2 if x.shape[0] == 8 else h - 1
+    return h - 1
+
+
+def test_a_key_whose_program_differs_is_exact_and_another_key_keeps_its_buckets():
+    """Exactness is per key: the "fork" static value runs at exact sizes, "plain" (the same
+    function, another static value) still shares its buckets."""
+    f = sf.jit(forked, buckets={"x": 0}, static_argnames="mode")
+    plain = jax.jit(forked, static_argnames="mode")
+    for n in (8, 5, 6, 7, 3, 5):  # (8 rows first: the fork's bucket-8 program serves 8 rows only)
+        for mode in ("fork", "plain"):
+            same(f(rows(n), W, mode), plain(rows(n), W, mode))
+    assert f.compile_count == 5 + 2  # "fork": 3, 5, 6, 7, 8 exact; "plain": buckets 4 and 8
+    assert f.buckets() == {3: {"calls": 1, "rows": 3, "padded": 0}, 4: {"calls": 1, "rows": 3, "padded": 1},
+                           5: {"calls": 2, "rows": 10, "padded": 0}, 6: {"calls": 1, "rows": 6, "padded": 0},
+                           7: {"calls": 1, "rows": 7, "padded": 0}, 8: {"calls": 6, "rows": 39, "padded": 9}}
+    for n in (5, 3):
+        for mode in ("fork", "plain"):
+            loss = lambda g: lambda w: jnp.sum(g(rows(n), w, mode) ** 2)  # noqa: E731
+            same(jax.grad(loss(f))(W), jax.grad(loss(plain))(W))
+
+
 # ----- the listed normalisations: both forms compute the same ------------------------
 FORMS = {
     "dim_as_value": lambda x: jax.nn.log_softmax(x)[jnp.arange(x.shape[0]), 1],

@@ -10,7 +10,7 @@ is shown to be the program analysed.
    traced with the row count symbolic, analysed; cached per key), and whether the
    concrete program is that program at this size (``_compare``, an exact rule). A
    refusal is a ``BucketError`` naming the line. Once a bucket's program is not the
-   analysed one (``exact_why`` says where), every call runs at its exact size, and a
+   analysed one, every call of that key runs at its exact size (``_keys``), and a
    call whose real count a guard excludes runs at its own size: either way a call with
    fewer rows than the bucket is sent back to run unpadded (``Retry``, caught by
    ``_front``, which asks ``fits`` before it pads next time);
@@ -95,11 +95,14 @@ class Traced:
     _found: Callable
     exact_program: Callable
     reads_statics: bool
+    static_names: frozenset
 
     def _init_traced(self) -> None:
         self._verdicts: dict[Any, Verdict] = {}
         self.exact: set[int] = set()  # bucket sizes whose program serves their own size only
         self.exact_why: str | None = None  # a program that was not the one analysed: every bucket exact
+        self._exact_keys: dict[Any, str] = {}  # non-row keys whose buckets are exact -> why
+        self.exact_calls: set = set()  # the front's keys of the calls of those keys (``call_key``)
         self.guards: list[Guard] = []  # every guard of every verdict (the front checks each count)
         self._fits: dict[int, bool] = {}
         self.needs_count = False  # a program's callback takes rows: calls pass ROWS_KW
@@ -159,10 +162,15 @@ class Traced:
                 if guard not in self.guards:
                     self.guards.append(guard)
                     self._fits.clear()
-            if why is not None:
-                self.exact.add(bucket)
+            if why is not None and key is not None and state is not None and state.bucket == bucket and bucket > 1:
+                self._exact_keys[key] = why  # this key's buckets are exact: the front keeps this call's
+                state.exact_why = why  # key (``exact_calls``), other keys keep their buckets
+            elif why is not None:  # no call to learn the key from (ahead of time), or a key that cannot be
+                self.exact.add(bucket)  # hashed: every bucket exact
                 if self.exact_why is None and bucket > 1:  # (0 and 1 row: only ever their own size,
                     self.exact_why = why  # where JAX specialises size-1 axes; the symbol is >= 1)
+        if state is not None and state.bucket == bucket and key is not None and key in self._exact_keys:
+            state.exact_why = state.exact_why or self._exact_keys[key]
         callbacks = (takes_rows(verdict.callbacks) or bool(iotas) or bool(drops)) and not self.mask  # takes the count
         if callbacks and count is None:
             self.needs_count = True
@@ -311,16 +319,3 @@ class Traced:
         new = getattr(self._local, "new_bucket", False)
         self._local.new_bucket = False
         return new
-
-    def fits(self, rows: int, bucket: int) -> bool:
-        """Whether a call of ``rows`` rows may run in ``bucket``'s program (the front asks
-        before it pads): not a bucket kept exact, and every guard the function's traces
-        put on the count holds for it."""
-        if not self._sound or self.exact_why is not None or bucket in self.exact:
-            return False
-        if not self.guards:
-            return True
-        ok = self._fits.get(rows)
-        if ok is None:
-            ok = self._fits[rows] = all(g.holds(rows) for g in list(self.guards))
-        return ok
