@@ -165,6 +165,35 @@ def test_a_key_whose_program_differs_is_exact_and_another_key_keeps_its_buckets(
             same(jax.grad(loss(f))(W), jax.grad(loss(plain))(W))
 
 
+@sf.dataclass
+class Gate:
+    w: jax.Array
+    limit: int = sf.static(default=-1)
+    name: str = sf.static(default="a")  # never read
+
+    @sf.jit_method(buckets={"x": 0}, deps="read", warn_compiles=None)
+    def __call__(self, x):
+        h = x @ self.w
+        return h * 2 if x.shape[0] == self.limit else h - 1
+
+
+def test_a_read_static_that_adds_a_fork_gets_its_own_verdict():
+    """deps="read": the verdict is keyed by the statics the method read, not by the type, so
+    Gate(limit=5) never reuses Gate(limit=-1)'s verdict (whose bucket-8 program is the same
+    at 8 rows) and 5 rows take the `== 5` branch; a static never read still shares."""
+    w = jnp.asarray(W)
+    for n, name in ((5, "a"), (6, "b"), (7, "c")):
+        same(Gate(w, name=name)(rows(n)), (rows(n) @ W) - 1)
+    assert Gate.__call__.compile_count == 1  # `name` is never read: one program, bucket 8
+    for limit in (-1, 5, 6):
+        for n in (5, 6, 3):
+            want = (rows(n) @ W) * 2 if n == limit else (rows(n) @ W) - 1
+            same(Gate(w, limit=limit)(rows(n)), want)
+            same(Gate(w, limit=limit, name="b")(rows(n)), want)
+            grad = jax.grad(lambda v: jnp.sum(Gate(v, limit=limit)(rows(n)) ** 2))(w)
+            same(grad, jax.grad(lambda v: jnp.sum(((rows(n) @ v) * 2 if n == limit else (rows(n) @ v) - 1) ** 2))(w))
+
+
 # ----- the listed normalisations: both forms compute the same ------------------------
 FORMS = {
     "dim_as_value": lambda x: jax.nn.log_softmax(x)[jnp.arange(x.shape[0]), 1],

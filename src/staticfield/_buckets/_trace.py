@@ -34,6 +34,7 @@ from jax.extend.core import jaxpr_as_fun
 
 from .._core import _compat
 from .._core._registry import SPECS
+from .._core._slots import StandIn
 from ._run import run, takes_rows
 from ._compare import differs
 from ._errors import BucketError
@@ -66,12 +67,24 @@ class Rows:
 jax.tree_util.register_pytree_node(Rows, lambda r: ((r.value,), r.axes), lambda axes, kids: Rows(kids[0], axes))
 
 
+def _read(key: Any, args: tuple) -> Any:
+    """``key`` with what a ``deps="read"`` method's ``self`` read so far: the statics its
+    program is keyed by, with their values (``_deps``' read set; an instance that is not
+    a traced stand-in: its tree structure, every static)."""
+    obj = args[0] if args else None
+    if type(obj) not in SPECS:
+        return key
+    d = obj._staticfield_dict
+    read = d.read_key() if isinstance(d, StandIn) else None
+    return (*key, read if read is not None else jax.tree_util.tree_structure(obj))
+
+
 def _signature(value: Any, reads: bool = False) -> Any:
     """What a verdict's cache key holds of an argument that is not bucketed: its shapes and
     static values, an instance's static fields included (its tree structure). A
-    ``deps="read"`` method's ``self`` (``reads``) is keyed by its type alone: reading its
-    statics here would read them all, and the engine keys its programs by what the method
-    reads; the exact rule (``_compare``) shows each bucket's program is the one analysed."""
+    ``deps="read"`` method's ``self`` (``reads``) is keyed here by its type alone (reading
+    its statics would read them all), and, once traced, by the statics it read (``_read``):
+    what the engine keys its programs by."""
     if type(value) in SPECS:
         return type(value) if reads else jax.tree_util.tree_structure(value)
     flat, tree = jax.tree_util.tree_flatten(value)
@@ -148,13 +161,17 @@ class Traced:
                 self.exact.add(bucket)
             raise Retry() from None
         out_tree = jax.tree_util.tree_structure(out_shape)
+        unread = key
+        if self.reads_statics and key is not None:  # what the concrete trace read of self
+            key = _read(unread, args)
         if bucket is None or not self._sound or not isinstance(bucket, int):  # no rows, no analysis, or
             # the row count of an enclosing bucketed function's analysis: plain jax.jit
             return Rows(out_tree.unflatten(jaxpr_as_fun(closed)(*dyn)), (None,) * out_tree.num_leaves)
         iotas: list = []
         drops: dict = {}
         with self._side_hint(args, kwargs, rows, bucket):
-            verdict, why = self._judged(key, flat_fn, leaves, closed, bucket, iotas, drops)
+            verdict, why = self._judged(key, flat_fn, leaves, closed, bucket, iotas, drops,
+                                        (lambda: _read(unread, args)) if key is not unread else None)
         if verdict.caught is not None and why is None:  # a decision on the count no guard can state
             why = f"the code at {verdict.caught} caught a failed conversion of the row count"
         with self._lock:
@@ -252,10 +269,12 @@ class Traced:
         return rebuild, dyn, leaves, key
 
     def _judged(self, key: Any, flat_fn: Callable, leaves: list[Leaf], closed: Any,
-                bucket: int, iotas: list, drops: dict) -> tuple[Verdict, str | None]:
+                bucket: int, iotas: list, drops: dict, rekey: Callable | None = None) -> tuple[Verdict, str | None]:
         """The verdict for ``key`` (cached; judged again when the cached one's program is not
         this one), and why the concrete program ``closed`` is not the analysed one at
-        ``bucket`` rows (``None``: it is); ``iotas`` receives its row indices (``differs``)."""
+        ``bucket`` rows (``None``: it is); ``iotas`` receives its row indices (``differs``).
+        ``rekey``: the key to keep a new verdict under, once judged (a ``deps="read"``
+        method's: the statics its symbolic trace read too)."""
         cached = self._verdicts.get(key) if key is not None else None
         if cached is not None and closed is not None:
             drops.update(cached.drops or {})
@@ -268,6 +287,7 @@ class Traced:
         drops.update(verdict.drops or {})
         why = (differs(closed, verdict.jaxpr, bucket, iotas, drops) if closed is not None
                else "the bucket's trace failed")
+        key = rekey() if rekey is not None and key is not None else key
         if key is not None:
             with self._lock:
                 if len(self._verdicts) >= _VERDICTS:
