@@ -244,6 +244,23 @@ def test_a_row_index_on_a_pad_row_is_the_last_real_rows(name):
     assert np.isfinite(np.asarray(grad)).all()
 
 
+def test_a_row_index_inside_a_branch_or_loop_never_reaches_a_real_result():
+    """A row index read inside a `lax.cond` branch or a loop body, where the bucket's program
+    cannot give pad rows the last real row's index: that key runs at exact sizes (its
+    gradient for W was all NaN)."""
+    def branch(x, w):
+        h = x @ w
+        return lax.cond(jnp.sum(w) > -1e9, lambda h: h * jnp.sqrt(5.5 - jnp.arange(h.shape[0])[:, None]),
+                        lambda h: h, h)
+
+    def loop(x, w):
+        return lax.fori_loop(0, 2, lambda i, h: h * jnp.sqrt(5.5 - jnp.arange(h.shape[0])[:, None]), x @ w)
+
+    for fn in (branch, loop):
+        f = as_plain_jit(fn, (5, 3))
+        assert np.isfinite(np.asarray(jax.grad(lambda w: jnp.sum(f(rows(5), w)))(W))).all()
+
+
 def test_a_row_index_never_raises_under_debug_nans():
     f = sf.jit(INDEXED["sqrt"], buckets={"x": 0})
     with jax.debug_nans(True):
