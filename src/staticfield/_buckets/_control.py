@@ -13,7 +13,10 @@ held by an equation), the equation and its inputs' states; nothing here imports 
 
 from __future__ import annotations
 
+import os
 from typing import Any
+
+import jax
 
 from ._lattice import Counted, CountUsed, Mixing, Row, first_row, join, rows_of
 
@@ -38,12 +41,32 @@ def _rule_names(params: dict) -> list[str]:
     return names
 
 
+_JAX = os.path.dirname(os.path.abspath(jax.__file__))
+# JAX's own custom_jvp functions that are elementwise, with elementwise rules: their
+# derivatives follow the rows as any primitive's do, so they need no analysis of their own
+# (the first call of a deep relu network no longer traces its JVP and VJP symbolically).
+_ELEMENTWISE = frozenset((("relu", os.path.join(_JAX, "_src", "nn", "functions.py")),
+                          ("relu6", os.path.join(_JAX, "_src", "nn", "functions.py")),
+                          ("logaddexp", os.path.join(_JAX, "_src", "lax", "other.py"))))
+
+
+def _jaxs_own(eqn: Any) -> bool:
+    """A ``custom_jvp_call`` of one of JAX's own elementwise functions (by its primal's
+    name and defining file, inside the installed ``jax``)."""
+    if eqn.primitive.name != "custom_jvp_call":
+        return False
+    inner = eqn.params.get("call_jaxpr")
+    src = getattr(getattr(getattr(inner, "jaxpr", inner), "debug_info", None), "func_src_info", None) or ""
+    name, _, place = src.partition(" at ")
+    return (name, os.path.abspath(place.rsplit(":", 1)[0])) in _ELEMENTWISE if place else False
+
+
 def call(a: Any, eqn: Any, states: list) -> list:
     p = eqn.params
     inner = p.get("jaxpr", p.get("call_jaxpr", p.get("fun_jaxpr")))
     if inner is None:
         raise Mixing(eqn, "is a call staticfield cannot look into", _some_row(eqn, states))
-    if eqn.primitive.name in CUSTOM:
+    if eqn.primitive.name in CUSTOM and not _jaxs_own(eqn):
         a.custom.setdefault(eqn.primitive.name, set()).update(_rule_names(p))
     jaxpr = getattr(inner, "jaxpr", inner)
     consts = [None] * len(jaxpr.constvars)
