@@ -104,3 +104,15 @@ def test_the_check_is_off_without_the_setting(monkeypatch):
     monkeypatch.delenv("STATICFIELD_CHECK_BUCKETS")
     f = sf.jit(mixes, buckets={"x": 0})
     TRANSFORMED["grad"](f)  # wrongly accepted, and nothing compares: the mode is off
+
+
+def test_a_bucketed_function_inside_another_is_checked_by_the_outer():
+    """The inner call runs inside the outer's program traced at its bucket: the outer's check
+    covers it, and the inner adds no comparison of its own there (the outer keeps its buckets)."""
+    inner = sf.jit(lambda x, w: jnp.tanh(x @ w), buckets={"x": 0})
+    fn = lambda x, w: inner(x, w) * 2 + 1  # noqa: E731
+    outer = sf.jit(fn, buckets={"x": 0})
+    for n in (5, 3, 7):
+        same(outer(rows(n), W), jax.jit(fn)(rows(n), W))
+        same(step(outer)(W, rows(n)), step(jax.jit(fn))(W, rows(n)))
+    assert set(outer.buckets()) == {4, 8}

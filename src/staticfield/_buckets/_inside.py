@@ -10,7 +10,8 @@ concrete check uses (``_report``), all of the arguments' values only (their deri
 stop there: the check adds nothing to a gradient); a ``jax.debug.callback`` compares them
 when the program runs (under ``vmap``, per example) and raises ``BucketCheckError``.
 Under an outer ``jit`` JAX reports that error as its own runtime error, carrying the
-message. The setting is read when the caller's program is traced.
+message. The setting is read when the caller's program is traced. A bucketed call inside
+another bucketed function's program adds nothing: the enclosing function's check covers it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from .._core import _compat
 from ._errors import CHECK_FAILED, BucketCheckError, output_name
 from ._pad import _pad_one, valid_mask
 from ._report import _NO_IO, _SKIPPED, _differ, _fold, _once, _prims, _pullback, _put, _silenced
-from ._trace import CHECK_ENV, ROWS_KW, Retry
+from ._trace import CHECK_ENV, ROWS_KW, TRACING, Retry
 
 
 def checking() -> bool:
@@ -45,6 +46,8 @@ def _dtype(x: Any) -> Any:
 def check_inside(spec: Any, given: tuple, result: Any, rows: int, bucket: int) -> None:
     """Add the comparison of ``result`` (the bucketed call's, sliced) with the reference to
     the caller's program (see the module docstring)."""
+    if getattr(TRACING, "depth", 0):  # inside another bucketed function's program: its check covers it
+        return
     args, kwargs = given
     if spec.mask:
         kwargs = dict(kwargs, valid=np.ones(rows, bool))

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import threading
 from typing import Any, Callable, Iterator
 
 import jax
@@ -44,6 +45,7 @@ from ._symbolic import Guard, available
 CHECK_ENV = "STATICFIELD_CHECK_BUCKETS"
 _VERDICTS = 256  # verdicts kept per function (one per static key and non-row shapes)
 ROWS_KW = "_staticfield_rows"  # the real row count, passed to programs whose callbacks need it
+TRACING = threading.local()  # .depth: bucket programs being traced on this thread (``_inside``)
 
 
 class Retry(Exception):
@@ -134,6 +136,13 @@ class Traced:
         return traced
 
     def _traced(self, fn: Callable, args: tuple, kwargs: dict) -> Any:
+        TRACING.depth = getattr(TRACING, "depth", 0) + 1
+        try:
+            return self._trace(fn, args, kwargs)
+        finally:
+            TRACING.depth -= 1
+
+    def _trace(self, fn: Callable, args: tuple, kwargs: dict) -> Any:
         state = getattr(self._local, "call", None)
         if state is not None:
             state.traced = True
