@@ -8,6 +8,9 @@ it) in ``exact_calls``; ``fits`` sends later calls of those keys to their exact 
 before they pad, while other keys (another static value, other non-row shapes) keep their
 buckets. A trace with no call to learn the key from (ahead of time, a program loaded from
 the store) or a key that cannot be hashed makes every bucket exact (``exact_why``).
+
+The trace's own non-row key is made here too: ``signature`` of each argument that is not
+bucketed, and ``read_key`` for a ``deps="read"`` method's ``self`` (the statics it read).
 """
 
 from __future__ import annotations
@@ -16,7 +19,39 @@ from typing import Any
 
 import jax
 
+from .._core import _compat
 from .._core._registry import SPECS
+from .._core._slots import StandIn
+
+
+def read_key(key: Any, args: tuple) -> Any:
+    """``key`` with what a ``deps="read"`` method's ``self`` read so far: the statics its
+    program is keyed by, with their values (``_deps``' read set; an instance that is not
+    a traced stand-in: its tree structure, every static)."""
+    obj = args[0] if args else None
+    if type(obj) not in SPECS:
+        return key
+    d = obj._staticfield_dict
+    read = d.read_key() if isinstance(d, StandIn) else None
+    new = (*key, read if read is not None else jax.tree_util.tree_structure(obj))
+    try:
+        hash(new)
+    except TypeError:  # (a read value that cannot be hashed: no cached verdict)
+        return None
+    return new
+
+
+def signature(value: Any, reads: bool = False) -> Any:
+    """What a verdict's cache key holds of an argument that is not bucketed: its shapes and
+    static values, an instance's static fields included (its tree structure). A
+    ``deps="read"`` method's ``self`` (``reads``) is keyed here by its type alone (reading
+    its statics would read them all), and, once traced, by the statics it read (``read_key``):
+    what the engine keys its programs by."""
+    if type(value) in SPECS:
+        return type(value) if reads else jax.tree_util.tree_structure(value)
+    flat, tree = jax.tree_util.tree_flatten(value)
+    return tree, tuple((x.aval.shape, str(x.aval.dtype), getattr(x.aval, "weak_type", False))
+                       if isinstance(x, _compat.Tracer) else (type(x), x) for x in flat)
 
 
 class Keys:

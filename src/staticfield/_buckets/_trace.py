@@ -34,10 +34,9 @@ import jax.numpy as jnp
 from jax.extend.core import jaxpr_as_fun
 
 from .._core import _compat
-from .._core._registry import SPECS
-from .._core._slots import StandIn
 from ._run import run, takes_rows
 from ._compare import differs
+from ._keys import read_key, signature
 from ._errors import BucketError
 from ._verdict import Leaf, Verdict, judge
 from ._symbolic import Guard, available
@@ -67,31 +66,6 @@ class Rows:
 
 
 jax.tree_util.register_pytree_node(Rows, lambda r: ((r.value,), r.axes), lambda axes, kids: Rows(kids[0], axes))
-
-
-def _read(key: Any, args: tuple) -> Any:
-    """``key`` with what a ``deps="read"`` method's ``self`` read so far: the statics its
-    program is keyed by, with their values (``_deps``' read set; an instance that is not
-    a traced stand-in: its tree structure, every static)."""
-    obj = args[0] if args else None
-    if type(obj) not in SPECS:
-        return key
-    d = obj._staticfield_dict
-    read = d.read_key() if isinstance(d, StandIn) else None
-    return (*key, read if read is not None else jax.tree_util.tree_structure(obj))
-
-
-def _signature(value: Any, reads: bool = False) -> Any:
-    """What a verdict's cache key holds of an argument that is not bucketed: its shapes and
-    static values, an instance's static fields included (its tree structure). A
-    ``deps="read"`` method's ``self`` (``reads``) is keyed here by its type alone (reading
-    its statics would read them all), and, once traced, by the statics it read (``_read``):
-    what the engine keys its programs by."""
-    if type(value) in SPECS:
-        return type(value) if reads else jax.tree_util.tree_structure(value)
-    flat, tree = jax.tree_util.tree_flatten(value)
-    return tree, tuple((x.aval.shape, str(x.aval.dtype), getattr(x.aval, "weak_type", False))
-                       if isinstance(x, _compat.Tracer) else (type(x), x) for x in flat)
 
 
 class Traced:
@@ -172,7 +146,7 @@ class Traced:
         out_tree = jax.tree_util.tree_structure(out_shape)
         unread = key
         if self.reads_statics and key is not None:  # what the concrete trace read of self
-            key = _read(unread, args)
+            key = read_key(unread, args)
         if bucket is None or not self._sound or not isinstance(bucket, int):  # no rows, no analysis, or
             # the row count of an enclosing bucketed function's analysis: plain jax.jit
             return Rows(out_tree.unflatten(jaxpr_as_fun(closed)(*dyn)), (None,) * out_tree.num_leaves)
@@ -180,7 +154,7 @@ class Traced:
         drops: dict = {}
         with self._side_hint(args, kwargs, rows, bucket):
             verdict, why = self._judged(key, flat_fn, leaves, closed, bucket, iotas, drops,
-                                        (lambda: _read(unread, args)) if key is not unread else None)
+                                        (lambda: read_key(unread, args)) if key is not unread else None)
         if verdict.caught is not None and why is None:  # a decision on the count no guard can state
             why = f"the code at {verdict.caught} caught a failed conversion of the row count"
         with self._lock:
@@ -267,9 +241,9 @@ class Traced:
                         str(leaf.aval.dtype), getattr(leaf.aval, "weak_type", False)) for leaf in leaves)
         bucketed = {name for name, _, _ in found}
         reads = self.reads_statics
-        others = tuple(_signature(v, reads and i == 0) for i, v in enumerate(args)
+        others = tuple(signature(v, reads and i == 0) for i, v in enumerate(args)
                        if i >= len(self.params) or self.params[i] not in bucketed)
-        others += tuple((k, _signature(v)) for k, v in sorted(kwargs.items()) if k not in bucketed)
+        others += tuple((k, signature(v)) for k, v in sorted(kwargs.items()) if k not in bucketed)
         key: Any = (tuple((name, tree) for name, _, tree, _ in trees), tuple(statics), shapes, others)
         try:
             hash(key)
