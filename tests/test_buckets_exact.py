@@ -159,6 +159,7 @@ def test_a_key_whose_program_differs_is_exact_and_another_key_keeps_its_buckets(
     assert f.buckets() == {3: {"calls": 1, "rows": 3, "padded": 0}, 4: {"calls": 1, "rows": 3, "padded": 1},
                            5: {"calls": 2, "rows": 10, "padded": 0}, 6: {"calls": 1, "rows": 6, "padded": 0},
                            7: {"calls": 1, "rows": 7, "padded": 0}, 8: {"calls": 6, "rows": 39, "padded": 9}}
+    assert "other shapes run at exact sizes" in f.recompiles[-2].changes[0].hint  # the first differing line
     for n in (5, 3):
         for mode in ("fork", "plain"):
             loss = lambda g: lambda w: jnp.sum(g(rows(n), w, mode) ** 2)  # noqa: E731

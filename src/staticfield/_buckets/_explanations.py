@@ -54,7 +54,8 @@ class Explanations:
                 path = f"{change.path}.shape[{k}]" if change.path == root else f"{root}.*.shape[{k}]"
                 why = getattr(state, "exact_why", None) or getattr(self, "exact_why", None)
                 hint = (f"the program for a number of rows is not the one analysed for any ({why}); "
-                        "this function runs at exact sizes" if why and state.rows == state.bucket else "")
+                        "calls with these static values and other shapes run at exact sizes"
+                        if why and state.rows == state.bucket else "")
                 out.append(Change(path, "bucket", self._size(old[k], None), self._size(new[k], state),
                                   rows=str(state.rows), **({"hint": hint} if hint else {})))
         return out

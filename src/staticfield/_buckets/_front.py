@@ -143,6 +143,8 @@ class BucketSpec(Arguments, Traced, Keys, Reports, Explanations, Recorded, Ahead
             if spec.needs_count:
                 return spec._attempt(call, kw_call, padded, kwargs, rows, bucket, (args, kwargs))
             state = _Call(rows, bucket)
+            if bucket == rows and spec.exact_calls:  # (its recompile explanation says why)
+                state.exact_why = spec.exact_reason((args, kwargs))
             outer = getattr(local, "call", None)
             local.call = state
             try:
@@ -198,6 +200,8 @@ class BucketSpec(Arguments, Traced, Keys, Reports, Explanations, Recorded, Ahead
         if counted:
             call, kwargs = kw_call, dict(kwargs, **{ROWS_KW: _pad.count_array(rows)})
         state = _Call(rows, bucket)
+        if bucket == rows and self.exact_calls:  # (its recompile explanation says why)
+            state.exact_why = self.exact_reason(given)
         local = self._local
         outer = getattr(local, "call", None)
         local.call = state
@@ -226,7 +230,7 @@ class BucketSpec(Arguments, Traced, Keys, Reports, Explanations, Recorded, Ahead
     def _done(self, out: Any, state: _Call, given: tuple) -> Any:
         """After the call: slice, count, and (checking mode) compare with the unpadded call."""
         rows, bucket = state.rows, state.bucket
-        if state.exact_why is not None:  # (a trace said so: its key's buckets are exact)
+        if state.traced and state.exact_why is not None:  # (a trace said so: its key's buckets are exact)
             self.keep_exact(given, state.exact_why)
         result = self._slice(out, rows, bucket)
         self._count(rows, bucket)

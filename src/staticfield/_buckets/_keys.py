@@ -64,7 +64,7 @@ class Keys:
     reads_statics: bool
     exact: set
     exact_why: str | None
-    exact_calls: set
+    exact_calls: dict
     guards: list
     _fits: dict
     _sound: bool
@@ -113,7 +113,12 @@ class Keys:
             if key is None:
                 self.exact_why = self.exact_why or why
             else:
-                self.exact_calls.add(key)
+                self.exact_calls[key] = why
+
+    def exact_reason(self, given: tuple) -> str | None:
+        """Why a call runs at its exact size, where its key's buckets are exact (``None``: they
+        are not), for its recompile explanation."""
+        return self.exact_why or self.exact_calls.get(self.call_key(*given))
 
     def fits(self, rows: int, bucket: int, call: tuple | None = None) -> bool:
         """Whether a call of ``rows`` rows may run in ``bucket``'s program (the front asks

@@ -91,7 +91,7 @@ class Traced:
         self.exact: set[int] = set()  # bucket sizes whose program serves their own size only
         self.exact_why: str | None = None  # a program that was not the one analysed: every bucket exact
         self._exact_keys: dict[Any, str] = {}  # non-row keys whose buckets are exact -> why
-        self.exact_calls: set = set()  # the front's keys of the calls of those keys (``call_key``)
+        self.exact_calls: dict = {}  # the front's keys of the calls of those keys (``call_key``) -> why
         self.guards: list[Guard] = []  # every guard of every verdict (the front checks each count)
         self._fits: dict[int, bool] = {}
         self.needs_count = False  # a program's callback takes rows: calls pass ROWS_KW
