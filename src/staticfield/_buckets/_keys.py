@@ -54,6 +54,9 @@ def signature(value: Any, reads: bool = False) -> Any:
                        if isinstance(x, _compat.Tracer) else (type(x), x) for x in flat)
 
 
+_KEYS = 4096  # call keys kept exact per function
+
+
 class Keys:
     """Exact keys and the guards' verdict on a call (see the module docstring)."""
 
@@ -110,7 +113,7 @@ class Keys:
         """A call whose key's buckets are exact: later calls of its key run at their exact size."""
         key = self.call_key(*given)
         with self._lock:
-            if key is None:
+            if key is None or len(self.exact_calls) >= _KEYS:  # (past that many: every bucket exact)
                 self.exact_why = self.exact_why or why
             else:
                 self.exact_calls[key] = why
