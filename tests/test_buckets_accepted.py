@@ -105,3 +105,74 @@ def test_an_fft_along_the_features(name):
     assert set(f.buckets()) == {4, 8}
     with pytest.raises(sf.BucketError, match="transforms along the rows"):
         sf.jit(lambda x: jnp.fft.fft(x, axis=0).real, buckets={"x": 0})(np.ones((5, 8), np.float32))
+
+
+def _per_row_steps(r, w):
+    """A per-row while_loop: each row iterates until its own value passes a threshold."""
+    def body(c):
+        k, h = c
+        return k + 1, jnp.tanh(h @ w) + h
+
+    return jax.lax.while_loop(lambda c: (jnp.sum(c[1] ** 2) < 40.0) & (c[0] < 50), body, (0, r))[1]
+
+
+def test_a_per_row_while_loop_under_vmap():
+    """The batched loop runs until every row is done, each row frozen at its own end: the pad
+    rows (copies of the last real row) end with it, so the real rows are plain jax.jit's.
+    (A while_loop has no reverse-mode derivative: its forward-mode one is compared.)"""
+    w = jnp.asarray(np.random.RandomState(1).randn(4, 4), jnp.float32) * 0.5
+    fn = lambda x, w: jax.vmap(_per_row_steps, in_axes=(0, None))(x, w)  # noqa: E731
+    f, plain = sf.jit(fn, buckets={"x": 0}), jax.jit(fn)
+    for n in COUNTS:
+        x = np.random.RandomState(n).randn(n, 4).astype(np.float32) * np.arange(1, n + 1, dtype=np.float32)[:, None]
+        same(f(x, w), plain(x, w))
+        tangent = np.ones_like(x)
+        same(jax.jvp(lambda x: f(x, w), (x,), (tangent,)), jax.jvp(lambda x: plain(x, w), (x,), (tangent,)))
+        same(jax.jacfwd(lambda w: f(x, w))(w), jax.jacfwd(lambda w: plain(x, w))(w))
+    assert set(f.buckets()) == {4, 8}
+
+
+def test_a_while_loop_on_all_rows_is_still_refused():
+    """A loop whose condition reads every row (a sum over the batch) is not per row."""
+    def fn(x):
+        return jax.lax.while_loop(lambda h: jnp.sum(h) < 100.0, lambda h: h * 2.0, x)
+
+    with pytest.raises(sf.BucketError, match=r"test_buckets_accepted.py:\d+"):
+        sf.jit(fn, buckets={"x": 0})(np.ones((3, 4), np.float32))
+
+
+def _shard_map():
+    try:
+        from jax import shard_map
+    except ImportError:  # jax 0.10
+        from jax.experimental.shard_map import shard_map
+    return shard_map
+
+
+def test_a_replicated_shard_map():
+    """in_specs/out_specs P() on a one-device mesh: every device computes the whole batch, so
+    the rows go through the body as through a call."""
+    from jax.sharding import PartitionSpec as P
+
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("d",))
+    body = lambda x, w: jnp.tanh(x @ w) * jnp.sqrt(6.5 - jnp.arange(x.shape[0])[:, None])  # noqa: E731
+    fn = lambda x, w: _shard_map()(body, mesh=mesh, in_specs=(P(), P()), out_specs=P())(x, w) + 1.0  # noqa: E731
+    w = jnp.asarray(np.random.RandomState(1).randn(4, 4), jnp.float32)
+    f, plain = sf.jit(fn, buckets={"x": 0}), jax.jit(fn)
+    for n in COUNTS:
+        x = np.random.RandomState(n).randn(n, 4).astype(np.float32)
+        same(f(x, w), plain(x, w))
+        loss = lambda g: lambda x, w: jnp.sum(g(x, w) ** 2)  # noqa: E731
+        got = jax.grad(loss(f), argnums=(0, 1))(x, w)
+        assert all(np.isfinite(np.asarray(g)).all() for g in got)
+        same(got, jax.grad(loss(plain), argnums=(0, 1))(x, w))
+    assert set(f.buckets()) == {4, 8}
+
+
+def test_a_shard_map_that_splits_the_rows_is_still_refused():
+    from jax.sharding import PartitionSpec as P
+
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("d",))
+    fn = lambda x: _shard_map()(lambda a: a - a.sum(0), mesh=mesh, in_specs=P("d"), out_specs=P("d"))(x)  # noqa: E731
+    with pytest.raises(sf.BucketError, match=r"shard_map.*test_buckets_accepted.py:\d+"):
+        sf.jit(fn, buckets={"x": 0})(np.ones((3, 4), np.float32))

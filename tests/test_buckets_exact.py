@@ -140,6 +140,61 @@ def test_an_instance_static_that_changes_the_program_gets_its_own_verdict():
              jax.grad(lambda w: jnp.sum(((x @ w) * 2 if s.limit == 5 else (x @ w) - 1) ** 2))(jnp.asarray(W)))
 
 
+def forked(x, w, mode):
+    h = x @ w
+    if mode == "fork":  # a fork the bucket's trace takes at 8 rows: this key's buckets are exact
+        return h * 2 if x.shape[0] == 8 else h - 1
+    return h - 1
+
+
+def test_a_key_whose_program_differs_is_exact_and_another_key_keeps_its_buckets():
+    """Exactness is per key: the "fork" static value runs at exact sizes, "plain" (the same
+    function, another static value) still shares its buckets."""
+    f = sf.jit(forked, buckets={"x": 0}, static_argnames="mode")
+    plain = jax.jit(forked, static_argnames="mode")
+    for n in (8, 5, 6, 7, 3, 5):  # (8 rows first: the fork's bucket-8 program serves 8 rows only)
+        for mode in ("fork", "plain"):
+            same(f(rows(n), W, mode), plain(rows(n), W, mode))
+    assert f.compile_count == 5 + 2  # "fork": 3, 5, 6, 7, 8 exact; "plain": buckets 4 and 8
+    assert f.buckets() == {3: {"calls": 1, "rows": 3, "padded": 0}, 4: {"calls": 1, "rows": 3, "padded": 1},
+                           5: {"calls": 2, "rows": 10, "padded": 0}, 6: {"calls": 1, "rows": 6, "padded": 0},
+                           7: {"calls": 1, "rows": 7, "padded": 0}, 8: {"calls": 6, "rows": 39, "padded": 9}}
+    assert "other shapes run at exact sizes" in f.recompiles[-2].changes[0].hint  # the first differing line
+    for n in (5, 3):
+        for mode in ("fork", "plain"):
+            loss = lambda g: lambda w: jnp.sum(g(rows(n), w, mode) ** 2)  # noqa: E731
+            same(jax.grad(loss(f))(W), jax.grad(loss(plain))(W))
+
+
+@sf.dataclass
+class Gate:
+    w: jax.Array
+    limit: int = sf.static(default=-1)
+    name: str = sf.static(default="a")  # never read
+
+    @sf.jit_method(buckets={"x": 0}, deps="read", warn_compiles=None)
+    def __call__(self, x):
+        h = x @ self.w
+        return h * 2 if x.shape[0] == self.limit else h - 1
+
+
+def test_a_read_static_that_adds_a_fork_gets_its_own_verdict():
+    """deps="read": the verdict is keyed by the statics the method read, not by the type, so
+    Gate(limit=5) never reuses Gate(limit=-1)'s verdict (whose bucket-8 program is the same
+    at 8 rows) and 5 rows take the `== 5` branch; a static never read still shares."""
+    w = jnp.asarray(W)
+    for n, name in ((5, "a"), (6, "b"), (7, "c")):
+        same(Gate(w, name=name)(rows(n)), (rows(n) @ W) - 1)
+    assert Gate.__call__.compile_count == 1  # `name` is never read: one program, bucket 8
+    for limit in (-1, 5, 6):
+        for n in (5, 6, 3):
+            want = (rows(n) @ W) * 2 if n == limit else (rows(n) @ W) - 1
+            same(Gate(w, limit=limit)(rows(n)), want)
+            same(Gate(w, limit=limit, name="b")(rows(n)), want)
+            grad = jax.grad(lambda v: jnp.sum(Gate(v, limit=limit)(rows(n)) ** 2))(w)
+            same(grad, jax.grad(lambda v: jnp.sum(((rows(n) @ v) * 2 if n == limit else (rows(n) @ v) - 1) ** 2))(w))
+
+
 # ----- the listed normalisations: both forms compute the same ------------------------
 FORMS = {
     "dim_as_value": lambda x: jax.nn.log_softmax(x)[jnp.arange(x.shape[0]), 1],
@@ -188,6 +243,23 @@ def test_a_row_index_on_a_pad_row_is_the_last_real_rows(name):
     assert set(f.buckets()) == {4, 8}
     grad = jax.grad(lambda w: jnp.sum(f(rows(5), w)))(W)
     assert np.isfinite(np.asarray(grad)).all()
+
+
+def test_a_row_index_inside_a_branch_or_loop_never_reaches_a_real_result():
+    """A row index read inside a `lax.cond` branch or a loop body, where the bucket's program
+    cannot give pad rows the last real row's index: that key runs at exact sizes (its
+    gradient for W was all NaN)."""
+    def branch(x, w):
+        h = x @ w
+        return lax.cond(jnp.sum(w) > -1e9, lambda h: h * jnp.sqrt(5.5 - jnp.arange(h.shape[0])[:, None]),
+                        lambda h: h, h)
+
+    def loop(x, w):
+        return lax.fori_loop(0, 2, lambda i, h: h * jnp.sqrt(5.5 - jnp.arange(h.shape[0])[:, None]), x @ w)
+
+    for fn in (branch, loop):
+        f = as_plain_jit(fn, (5, 3))
+        assert np.isfinite(np.asarray(jax.grad(lambda w: jnp.sum(f(rows(5), w)))(W))).all()
 
 
 def test_a_row_index_never_raises_under_debug_nans():

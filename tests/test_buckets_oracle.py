@@ -96,6 +96,23 @@ def _conv_relu(x, w):  # a CNN layer over the features, relu after it
     return jax.nn.relu(h[:, :, 0]) + jax.nn.softplus(x)
 
 
+def _per_row_while(x, w):  # a while_loop per row (vmap's): each row stops at its own step
+    def one(r):
+        return lax.while_loop(lambda c: (jnp.sum(c[1]) < 20.0) & (c[0] < 8), lambda c: (c[0] + 1, c[1] * 1.5), (0, r))[1]
+
+    return jax.vmap(one)(x)
+
+
+def _replicated_shard_map(x, w):
+    try:
+        from jax import shard_map
+    except ImportError:  # jax 0.10
+        from jax.experimental.shard_map import shard_map
+    spec = jax.sharding.PartitionSpec()
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("d",))
+    return shard_map(lambda a, b: jnp.tanh(a @ b), mesh=mesh, in_specs=(spec, spec), out_specs=spec)(x, w)
+
+
 # Row-wise operations: each maps (x, w) to a float (n, D) array, row by row.
 ROW_WISE = {
     "fork on the count": lambda x, w: x * 2 if x.shape[0] == 5 else x - 1,
@@ -106,6 +123,10 @@ ROW_WISE = {
     "log of the row index": lambda x, w: x * jnp.log(5.0 - jnp.arange(x.shape[0], dtype=x.dtype))[:, None],
     "label gather": lambda x, w: x + jax.nn.log_softmax(x)[jnp.arange(x.shape[0]), 1][:, None],
     "add at the row index": lambda x, w: jnp.zeros_like(x).at[jnp.arange(x.shape[0])].add(x),
+    "row index in a cond": lambda x, w: lax.cond(w.sum() > -1e9, lambda a: a * jnp.sqrt(
+        4.5 - jnp.arange(a.shape[0], dtype=a.dtype))[:, None], lambda a: a, x),
+    "per-row while": _per_row_while,
+    "replicated shard_map": _replicated_shard_map,
     "pure_callback": lambda x, w: jax.pure_callback(_host_double, jax.ShapeDtypeStruct(x.shape, x.dtype), x),
     "nested bucketed": lambda x, w: _INNER(x),
     "conv and relu": _conv_relu,

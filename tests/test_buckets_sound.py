@@ -117,6 +117,22 @@ def test_a_custom_jvp_rule_that_mixes_rows_is_refused():
         f(X)
 
 
+@jax.custom_jvp
+def relu(x):  # a user's own rule under JAX's name: analysed like any other
+    return jnp.maximum(x, 0.0)
+
+
+relu.defjvp(lambda p, t: (relu(p[0]), t[0] * (p[0] > 0) * p[0].mean(0)))
+
+
+def test_a_users_rule_named_like_jaxs_own_is_analysed():
+    """JAX's own elementwise rules (jax.nn.relu's) need no derivative analysis; a user's rule
+    under the same name does."""
+    with pytest.raises(sf.BucketError, match=r"jax.custom_jvp rule"):
+        sf.jit(lambda x: relu(x), buckets={"x": 0})(X)
+    same(sf.jit(jax.nn.relu, buckets={"x": 0})(X), jax.nn.relu(X))
+
+
 def test_row_wise_custom_rules_give_plain_jits_gradients():
     """A row-wise custom_vjp, and a custom_jvp (jax.nn.relu, gelu), through a bucketed call:
     gradients with respect to both arguments equal plain jax.jit's."""

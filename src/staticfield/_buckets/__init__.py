@@ -11,8 +11,10 @@ with the row count a symbol, ``_symbolic``; analysed by ``_analysis`` over the s
 ``_lattice``, with one rule per primitive in ``_rules``, ``_indexing`` for indexing and
 ``_control`` for calls, branches and loops; an operation without a rule counts as mixing
 rows), ``_compare`` shows that the program that runs is the program analysed (by an exact
-rule, with the forms of ``_forms`` normalised), and ``_run`` runs it with its callbacks
-handed the real rows. Around them: ``_report`` (the checking mode), ``_explanations`` (the
+rule, with the forms of ``_forms`` normalised; where it is not, ``_keys`` keeps that key's
+calls at their exact size), and ``_run`` runs it with its callbacks
+handed the real rows. Around them: ``_report`` (the checking mode; under a
+transformation, ``_inside``: the comparison inside the caller's program), ``_explanations`` (the
 ``"bucket"`` explanations and the near miss), ``_recorded`` (what a program store record
 keeps of a bucket, for ``sf.warmup``), ``_ahead`` (the arguments and results of
 ``lower``/``trace``/``eval_shape``/``precompile``) and ``_errors`` (``BucketError``,

@@ -56,7 +56,7 @@ class Ahead:
         parts, rows = self._parts(args, kwargs)
         if rows is None:
             return args, kwargs, 0, 0
-        bucket = self._bucket(rows, parts)
+        bucket = self._bucket(rows, parts, (args, kwargs))
         args, kwargs = list(args), dict(kwargs)
         for name, positional, leaves, treedef, axes in parts:
             new = [leaf if axis is None else _abstract(leaf, axis, bucket) for leaf, axis in zip(leaves, axes)]

@@ -27,7 +27,8 @@ from ._lattice import (Counted, CountUsed, Known, Mixed, Mixing, Row, first_row,
 CALLBACKS = frozenset(("debug_callback", "debug_print", "pure_callback", "io_callback"))
 # Calls whose jaxpr the program that runs evaluates inline when it must hand a callback
 # inside them the real rows (``_run``); a value of the count passes into any call.
-INLINED = frozenset(("pjit", "jit", "closed_call", "core_call", "remat", "remat2", "checkpoint"))
+INLINED = frozenset(("pjit", "jit", "closed_call", "core_call", "remat", "remat2", "checkpoint",
+                     "shard_map"))  # (a shard_map only when replicated: its body is the whole program)
 CALLS = INLINED | frozenset(("custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"))
 
 

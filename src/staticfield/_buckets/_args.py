@@ -132,7 +132,7 @@ class Arguments:
             return f"`{name}`"
         return f"`{name}{_keystr(jax.tree_util.tree_flatten_with_path(value)[0][i][0])}`"
 
-    def _bucket(self, rows: int, parts: list) -> int:
+    def _bucket(self, rows: int, parts: list, call: tuple | None = None) -> int:
         """The bucket for ``rows`` (0 rows: the exact 0-row program); with the row axis
         sharded over ``m`` devices, a multiple of ``m`` (pow2: rounded up; a list: the
         smallest listed size that is one); ``rows`` itself where the bucket's program may
@@ -151,7 +151,7 @@ class Arguments:
                     raise ValueError(_SHARDED.format(function=self.function, path=names(), m=m,
                                                      sizes=self.sizes.spec, rows=rows, suggest=-(-rows // m) * m))
                 bucket = fits[0]
-        return bucket if bucket == rows or self.fits(rows, bucket) else rows
+        return bucket if bucket == rows or self.fits(rows, bucket, call) else rows
 
     @staticmethod
     def _mesh_multiple(parts: list) -> int:

@@ -25,6 +25,7 @@ import jax
 import numpy as np
 
 from .._core import _compat
+from ._analysis import INLINED
 from ._forms import Count, Side, array_same, aval_of, fold, is_int, is_literal, match_slice, same_aval
 from ._symbolic import at, is_n, is_symbolic, user_frame
 
@@ -69,6 +70,16 @@ def where(eqn: Any) -> str | None:
         if user_frame(frame.file_name):
             return f"{frame.file_name}:{frame.line_num}"
     return None
+
+
+def _reachable(eqn: Any) -> None:
+    """A row index (or a scatter by it) that ``_run`` must give the last real row's value on
+    pad rows: only where it evaluates the program itself (calls it inlines), not inside a
+    branch or a loop body, whose pad rows would read their own index."""
+    inside = [name for name in getattr(_LOCAL, "within", ()) if name not in INLINED]
+    if inside:
+        raise Differs(f"reads a row index inside a `{inside[0]}`, where the pad rows cannot be given the last "
+                      "real row's", eqn)
 
 
 def _closed(c: Any, s: Any, count: int) -> None:
@@ -132,9 +143,11 @@ def _program(cj: Any, sj: Any, count: int) -> None:
             env[sv] = cv
         if se.primitive.name == "iota" and getattr(_LOCAL, "iotas", None) is not None and \
                 is_n(se.params["shape"][se.params["dimension"]]):
+            _reachable(ce)
             _LOCAL.iotas.append(id(ce))
         drops = getattr(_LOCAL, "drops", None)
         if drops and id(se) in drops:
+            _reachable(ce)
             drops[id(ce)] = drops[id(se)]
         c.note(ce)
         s.note(se)
@@ -175,13 +188,18 @@ def _eqn(ce: Any, c_ops: list, se: Any, s_ops: list, env: dict, count: int, c: A
             raise Differs(f"`{name}` takes {what} (operand {k})", ce)
     if set(ce.params) != set(se.params):
         raise Differs(f"`{name}` has other parameters", ce)
-    for k in se.params:
-        try:
-            same = _same(ce.params[k], se.params[k], count, 0)
-        except Differs as inner:
-            raise Differs(f"`{name}` holds a program that {inner.why}", inner.eqn or ce) from None
-        if not same:
-            raise Differs(f"`{name}` has another {k}", ce)
+    within = getattr(_LOCAL, "within", ())
+    _LOCAL.within = (*within, name)  # (a row index inside: where ``_run`` can clamp it, or not)
+    try:
+        for k in se.params:
+            try:
+                same = _same(ce.params[k], se.params[k], count, 0)
+            except Differs as inner:
+                raise Differs(f"`{name}` holds a program that {inner.why}", inner.eqn or ce) from None
+            if not same:
+                raise Differs(f"`{name}` has another {k}", ce)
+    finally:
+        _LOCAL.within = within
     for cv, sv in zip(ce.outvars, se.outvars):
         if not aval_of(cv.aval, sv.aval, count):
             raise Differs(f"`{name}` makes values of other types", ce)

@@ -2,9 +2,10 @@
 
 ``call`` covers ``jit``/``pjit``, ``checkpoint`` (``remat2``), ``custom_jvp_call`` and
 ``custom_vjp_call`` (their primal; their rules are analysed on the program's derivative,
-``_verdict``) and the like; ``cond`` joins its branches; ``scan`` and ``while`` run their
-body to a fixpoint over the loop carry. A scan over the rows, or a branch or loop
-condition computed from the rows or from the row count, mixes them.
+``_verdict``) and the like, and a ``shard_map`` that replicates; ``cond`` joins its
+branches; ``scan`` and ``while`` run their body to a fixpoint over the loop carry. A scan
+over the rows, a branch condition computed from the rows, or a loop condition computed
+from the row count or from all rows, mixes them (a condition per row, ``vmap``'s, does not).
 
 Each rule takes the analysis (``_analysis.Analysis``, duck-typed: ``inside`` runs a jaxpr
 held by an equation), the equation and its inputs' states; nothing here imports the walk.
@@ -12,7 +13,10 @@ held by an equation), the equation and its inputs' states; nothing here imports 
 
 from __future__ import annotations
 
+import os
 from typing import Any
+
+import jax
 
 from ._lattice import Counted, CountUsed, Mixing, Row, first_row, join, rows_of
 
@@ -37,12 +41,32 @@ def _rule_names(params: dict) -> list[str]:
     return names
 
 
+_JAX = os.path.dirname(os.path.abspath(jax.__file__))
+# JAX's own custom_jvp functions that are elementwise, with elementwise rules: their
+# derivatives follow the rows as any primitive's do, so they need no analysis of their own
+# (the first call of a deep relu network no longer traces its JVP and VJP symbolically).
+_ELEMENTWISE = frozenset((("relu", os.path.join(_JAX, "_src", "nn", "functions.py")),
+                          ("relu6", os.path.join(_JAX, "_src", "nn", "functions.py")),
+                          ("logaddexp", os.path.join(_JAX, "_src", "lax", "other.py"))))
+
+
+def _jaxs_own(eqn: Any) -> bool:
+    """A ``custom_jvp_call`` of one of JAX's own elementwise functions (by its primal's
+    name and defining file, inside the installed ``jax``)."""
+    if eqn.primitive.name != "custom_jvp_call":
+        return False
+    inner = eqn.params.get("call_jaxpr")
+    src = getattr(getattr(getattr(inner, "jaxpr", inner), "debug_info", None), "func_src_info", None) or ""
+    name, _, place = src.partition(" at ")
+    return (name, os.path.abspath(place.rsplit(":", 1)[0])) in _ELEMENTWISE if place else False
+
+
 def call(a: Any, eqn: Any, states: list) -> list:
     p = eqn.params
     inner = p.get("jaxpr", p.get("call_jaxpr", p.get("fun_jaxpr")))
     if inner is None:
         raise Mixing(eqn, "is a call staticfield cannot look into", _some_row(eqn, states))
-    if eqn.primitive.name in CUSTOM:
+    if eqn.primitive.name in CUSTOM and not _jaxs_own(eqn):
         a.custom.setdefault(eqn.primitive.name, set()).update(_rule_names(p))
     jaxpr = getattr(inner, "jaxpr", inner)
     consts = [None] * len(jaxpr.constvars)
@@ -110,9 +134,37 @@ def while_(a: Any, eqn: Any, states: list) -> list:
     if isinstance(pred, Counted):
         raise CountUsed(pred, eqn, "loops a number of times that depends on it")
     if isinstance(pred, Row):
-        raise Mixing(eqn, "loops while a condition on the rows holds", pred)
+        return _per_row(eqn, pred, outs)
     return outs
 
 
+def _per_row(eqn: Any, pred: Row, outs: list) -> list:
+    """A loop whose condition is one per row (``vmap`` of a ``while_loop``: JAX runs it until
+    every row's condition fails, each row's carry frozen at its own end, the condition's
+    axes leading every carry's). Each row's carry is its own loop's; the pad rows, copies
+    of the last real row computing what it computes, end with it, so the number of steps is
+    the real rows' and no real row sees them. A condition with the rows elsewhere, or a
+    carry with them on another axis, mixes rows."""
+    cond = eqn.params["cond_jaxpr"]
+    ndim = len(getattr(cond, "out_avals", [getattr(v, "aval", None) for v in cond.jaxpr.outvars])[0].shape)
+    if not pred.axis < ndim or any(isinstance(s, Row) and s.axis != pred.axis for s in outs):
+        raise Mixing(eqn, "loops while a condition on the rows holds", pred)
+    per_row = pred._replace(zero=False)
+    return [s if isinstance(s, Row) else per_row for s in outs]
+
+
+def shard_map(a: Any, eqn: Any, states: list) -> list:
+    """A ``shard_map`` whose specs all replicate (``P()``): every device computes the whole
+    batch, so the rows go through its body as through a call (a collective in it has no
+    row rule). One that splits an axis over devices is not followed."""
+    p = eqn.params
+    specs = [*p.get("in_specs", ()), *p.get("out_specs", ())]
+    if not specs or any(part is not None for spec in specs for part in (spec or ())):
+        raise Mixing(eqn, "splits an axis over devices (only a shard_map whose in_specs and out_specs are "
+                          "all P() is followed)", _some_row(eqn, states))
+    jaxpr = getattr(p["jaxpr"], "jaxpr", p["jaxpr"])
+    return a.inside(eqn, jaxpr, [None] * len(jaxpr.constvars), states[-len(jaxpr.invars):] if jaxpr.invars else [])
+
+
 RULES = {name: call for name in CALLS}
-RULES.update({"cond": cond, "scan": scan, "while": while_})
+RULES.update({"cond": cond, "scan": scan, "while": while_, "shard_map": shard_map})

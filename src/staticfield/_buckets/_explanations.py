@@ -52,9 +52,10 @@ class Explanations:
             if root not in done:
                 done.add(root)
                 path = f"{change.path}.shape[{k}]" if change.path == root else f"{root}.*.shape[{k}]"
-                why = getattr(self, "exact_why", None)
+                why = getattr(state, "exact_why", None) or getattr(self, "exact_why", None)
                 hint = (f"the program for a number of rows is not the one analysed for any ({why}); "
-                        "this function runs at exact sizes" if why and state.rows == state.bucket else "")
+                        "calls with these static values and other shapes run at exact sizes"
+                        if why and state.rows == state.bucket else "")
                 out.append(Change(path, "bucket", self._size(old[k], None), self._size(new[k], state),
                                   rows=str(state.rows), **({"hint": hint} if hint else {})))
         return out
@@ -87,8 +88,10 @@ class Explanations:
 
     def exact_program(self, rows: int, bucket: int) -> bool:
         """Whether a call of ``rows`` run in ``bucket`` runs a program of its own count only."""
+        state = getattr(self._local, "call", None)
         return rows == bucket and (rows == 0 or self.sizes.exact(rows) or self.sizes.choose(rows, str) != rows
-                                   or getattr(self, "exact_why", None) is not None)
+                                   or getattr(self, "exact_why", None) is not None
+                                   or getattr(state, "exact_why", None) is not None)
 
     def annotate(self, event: Recompile) -> Recompile:
         changes = self.explain(event.changes)

@@ -29,6 +29,8 @@ from ._ahead import Ahead
 from ._args import Arguments
 from ._recorded import Recorded
 from ._explanations import Explanations
+from ._inside import check_inside, checking, transformed
+from ._keys import Keys
 from ._report import Reports
 from ._symbolic import available
 from ._trace import ROWS_KW, Retry, Rows, Traced
@@ -61,13 +63,14 @@ _ARRAY = _compat.get("array_impl") or np.ndarray  # jax.Array's concrete class
 class _Call:
     """The call in progress on this thread (read by the trace and by ``annotate``)."""
 
-    __slots__ = ("rows", "bucket", "traced", "check", "program")
+    __slots__ = ("rows", "bucket", "traced", "check", "program", "exact_why")
 
     def __init__(self, rows: int, bucket: int) -> None:
         self.rows, self.bucket, self.traced, self.check, self.program = rows, bucket, False, False, None
+        self.exact_why: str | None = None  # set by the trace: this call's key's buckets are exact
 
 
-class BucketSpec(Arguments, Traced, Reports, Explanations, Recorded, Ahead):
+class BucketSpec(Arguments, Traced, Keys, Reports, Explanations, Recorded, Ahead):
     """The buckets of one function (see the module docstring)."""
 
     method = False  # a jit_method's (set by it): its calls pass `valid` by keyword
@@ -130,7 +133,8 @@ class BucketSpec(Arguments, Traced, Reports, Explanations, Recorded, Ahead):
             axis = spec._axis(only, x) if not 0 <= only_axis < x.ndim else only_axis
             rows = x.shape[axis]
             bucket = choose(rows, names) if rows else 0
-            if bucket != rows and (spec.exact or spec.guards or not spec._sound) and not spec.fits(rows, bucket):
+            if bucket != rows and (spec.exact or spec.exact_calls or spec.guards or not spec._sound) and \
+                    not spec.fits(rows, bucket, (args, kwargs)):
                 bucket = rows
             padded = args
             if bucket != rows:
@@ -139,23 +143,27 @@ class BucketSpec(Arguments, Traced, Reports, Explanations, Recorded, Ahead):
             if spec.needs_count:
                 return spec._attempt(call, kw_call, padded, kwargs, rows, bucket, (args, kwargs))
             state = _Call(rows, bucket)
+            if bucket == rows and spec.exact_calls:  # (its recompile explanation says why)
+                state.exact_why = spec.exact_reason((args, kwargs))
             outer = getattr(local, "call", None)
             local.call = state
             try:
                 out = call(*padded, **kwargs)
             except Retry:
                 local.call = outer
-                if spec.needs_count and bucket != rows and spec.fits(rows, bucket):  # again, with the count
+                if state.exact_why is not None:
+                    spec.keep_exact((args, kwargs), state.exact_why)
+                if spec.needs_count and bucket != rows and spec.fits(rows, bucket, (args, kwargs)):  # with the count
                     return spec._attempt(call, kw_call, padded, kwargs, rows, bucket, (args, kwargs))
                 return spec._attempt(call, kw_call, args, kwargs, rows, rows, (args, kwargs))
             finally:
                 local.call = outer
-            if state.traced:  # a miss: the checking mode may compare
-                return spec._done(out, state, (args, kwargs))
+            if state.traced or out.value.__class__ is not _ARRAY:  # a miss, a tree or a transformation:
+                return spec._done(out, state, (args, kwargs))  # the checking mode may compare
             spec._count(rows, bucket)
             axes = out.axes
-            if bucket == rows or axes[0] is None or out.value.__class__ is not _ARRAY:
-                return spec._slice(out, rows, bucket)
+            if bucket == rows or axes[0] is None:
+                return out.value
             return cut(out.value, axes[0], rows)
 
         @functools.wraps(call)
@@ -172,8 +180,8 @@ class BucketSpec(Arguments, Traced, Reports, Explanations, Recorded, Ahead):
                 if spec.mask:
                     kwargs = dict(kwargs, valid=jax.numpy.ones((rows,), bool))
                 return spec._unwrap(call(*args, **kwargs))
-            bucket = spec._bucket(rows, parts)
             given = (args, kwargs)
+            bucket = spec._bucket(rows, parts, given)
             if bucket != rows:
                 args, kwargs = spec._padded(args, kwargs, parts, bucket)
             if spec.mask:
@@ -192,6 +200,8 @@ class BucketSpec(Arguments, Traced, Reports, Explanations, Recorded, Ahead):
         if counted:
             call, kwargs = kw_call, dict(kwargs, **{ROWS_KW: _pad.count_array(rows)})
         state = _Call(rows, bucket)
+        if bucket == rows and self.exact_calls:  # (its recompile explanation says why)
+            state.exact_why = self.exact_reason(given)
         local = self._local
         outer = getattr(local, "call", None)
         local.call = state
@@ -201,7 +211,9 @@ class BucketSpec(Arguments, Traced, Reports, Explanations, Recorded, Ahead):
             if bucket == rows:  # pragma: no cover - an exact program never retries
                 raise
             local.call = outer
-            if not counted and self.needs_count and self.fits(rows, bucket):  # again, with the count
+            if state.exact_why is not None:
+                self.keep_exact(given, state.exact_why)
+            if not counted and self.needs_count and self.fits(rows, bucket, given):  # again, with the count
                 return self._attempt(kw_call, kw_call, args, kwargs, rows, bucket, given)
             args, kwargs = given
             if self.mask:
@@ -218,10 +230,15 @@ class BucketSpec(Arguments, Traced, Reports, Explanations, Recorded, Ahead):
     def _done(self, out: Any, state: _Call, given: tuple) -> Any:
         """After the call: slice, count, and (checking mode) compare with the unpadded call."""
         rows, bucket = state.rows, state.bucket
+        if state.traced and state.exact_why is not None:  # (a trace said so: its key's buckets are exact)
+            self.keep_exact(given, state.exact_why)
         result = self._slice(out, rows, bucket)
         self._count(rows, bucket)
-        if state.traced and state.check:
-            self._check(given, result, state)
+        if state.check if state.traced else checking():  # (under a transformation: a program traced before)
+            if transformed(result):  # under grad, vmap or an outer jit: the comparison in the program
+                check_inside(self, given, result, rows, bucket)
+            elif state.traced:
+                self._check(given, result, state)
         return result
 
     def _slice(self, out: Any, rows: int, bucket: int) -> Any:

@@ -10,7 +10,8 @@ bucket program's own input cotangents (its row indices clamped, its pad-row scat
 dropped, as it runs) with each pad row's folded into the last real row (as
 the padding's transpose does), against the reference's, for every float argument. Floats compare with rtol and atol
 scaled to the dtype; a NaN or infinity where the reference has another value is said as
-such. (Under a transformation, with nothing concrete to compare, it compares nothing.)
+such. Under a transformation (``grad``, ``vmap``, an outer ``jit``) the comparison travels
+inside the caller's program (``_inside``).
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ class Reports:
     def _check(self, given: tuple, result: Any, state: Any) -> None:
         """``STATICFIELD_CHECK_BUCKETS=1``: the reference call, outputs and gradients compared."""
         if any(isinstance(x, _compat.Tracer) for x in jax.tree_util.tree_leaves(result)) or state.program is None:
-            return  # under a transformation: nothing concrete to compare
+            return  # under a transformation: compared inside the program (``_inside``)
         rows, bucket = state.rows, state.bucket
         args, kwargs = given
         if any(getattr(leaf, "is_deleted", lambda: False)() for leaf in jax.tree_util.tree_leaves((args, kwargs))):

@@ -10,7 +10,7 @@ is shown to be the program analysed.
    traced with the row count symbolic, analysed; cached per key), and whether the
    concrete program is that program at this size (``_compare``, an exact rule). A
    refusal is a ``BucketError`` naming the line. Once a bucket's program is not the
-   analysed one (``exact_why`` says where), every call runs at its exact size, and a
+   analysed one, every call of that key runs at its exact size (``_keys``), and a
    call whose real count a guard excludes runs at its own size: either way a call with
    fewer rows than the bucket is sent back to run unpadded (``Retry``, caught by
    ``_front``, which asks ``fits`` before it pads next time);
@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import threading
 from typing import Any, Callable, Iterator
 
 import jax
@@ -33,9 +34,9 @@ import jax.numpy as jnp
 from jax.extend.core import jaxpr_as_fun
 
 from .._core import _compat
-from .._core._registry import SPECS
 from ._run import run, takes_rows
 from ._compare import differs
+from ._keys import read_key, signature
 from ._errors import BucketError
 from ._verdict import Leaf, Verdict, judge
 from ._symbolic import Guard, available
@@ -43,6 +44,7 @@ from ._symbolic import Guard, available
 CHECK_ENV = "STATICFIELD_CHECK_BUCKETS"
 _VERDICTS = 256  # verdicts kept per function (one per static key and non-row shapes)
 ROWS_KW = "_staticfield_rows"  # the real row count, passed to programs whose callbacks need it
+TRACING = threading.local()  # .depth: bucket programs being traced on this thread (``_inside``)
 
 
 class Retry(Exception):
@@ -66,19 +68,6 @@ class Rows:
 jax.tree_util.register_pytree_node(Rows, lambda r: ((r.value,), r.axes), lambda axes, kids: Rows(kids[0], axes))
 
 
-def _signature(value: Any, reads: bool = False) -> Any:
-    """What a verdict's cache key holds of an argument that is not bucketed: its shapes and
-    static values, an instance's static fields included (its tree structure). A
-    ``deps="read"`` method's ``self`` (``reads``) is keyed by its type alone: reading its
-    statics here would read them all, and the engine keys its programs by what the method
-    reads; the exact rule (``_compare``) shows each bucket's program is the one analysed."""
-    if type(value) in SPECS:
-        return type(value) if reads else jax.tree_util.tree_structure(value)
-    flat, tree = jax.tree_util.tree_flatten(value)
-    return tree, tuple((x.aval.shape, str(x.aval.dtype), getattr(x.aval, "weak_type", False))
-                       if isinstance(x, _compat.Tracer) else (type(x), x) for x in flat)
-
-
 class Traced:
     """The trace of a bucketed function (see the module docstring)."""
 
@@ -95,11 +84,14 @@ class Traced:
     _found: Callable
     exact_program: Callable
     reads_statics: bool
+    static_names: frozenset
 
     def _init_traced(self) -> None:
         self._verdicts: dict[Any, Verdict] = {}
         self.exact: set[int] = set()  # bucket sizes whose program serves their own size only
         self.exact_why: str | None = None  # a program that was not the one analysed: every bucket exact
+        self._exact_keys: dict[Any, str] = {}  # non-row keys whose buckets are exact -> why
+        self.exact_calls: dict = {}  # the front's keys of the calls of those keys (``call_key``) -> why
         self.guards: list[Guard] = []  # every guard of every verdict (the front checks each count)
         self._fits: dict[int, bool] = {}
         self.needs_count = False  # a program's callback takes rows: calls pass ROWS_KW
@@ -118,6 +110,13 @@ class Traced:
         return traced
 
     def _traced(self, fn: Callable, args: tuple, kwargs: dict) -> Any:
+        TRACING.depth = getattr(TRACING, "depth", 0) + 1
+        try:
+            return self._trace(fn, args, kwargs)
+        finally:
+            TRACING.depth -= 1
+
+    def _trace(self, fn: Callable, args: tuple, kwargs: dict) -> Any:
         state = getattr(self._local, "call", None)
         if state is not None:
             state.traced = True
@@ -145,13 +144,17 @@ class Traced:
                 self.exact.add(bucket)
             raise Retry() from None
         out_tree = jax.tree_util.tree_structure(out_shape)
+        unread = key
+        if self.reads_statics and key is not None:  # what the concrete trace read of self
+            key = read_key(unread, args)
         if bucket is None or not self._sound or not isinstance(bucket, int):  # no rows, no analysis, or
             # the row count of an enclosing bucketed function's analysis: plain jax.jit
             return Rows(out_tree.unflatten(jaxpr_as_fun(closed)(*dyn)), (None,) * out_tree.num_leaves)
         iotas: list = []
         drops: dict = {}
         with self._side_hint(args, kwargs, rows, bucket):
-            verdict, why = self._judged(key, flat_fn, leaves, closed, bucket, iotas, drops)
+            verdict, why = self._judged(key, flat_fn, leaves, closed, bucket, iotas, drops,
+                                        (lambda: read_key(unread, args)) if key is not unread else None)
         if verdict.caught is not None and why is None:  # a decision on the count no guard can state
             why = f"the code at {verdict.caught} caught a failed conversion of the row count"
         with self._lock:
@@ -159,10 +162,15 @@ class Traced:
                 if guard not in self.guards:
                     self.guards.append(guard)
                     self._fits.clear()
-            if why is not None:
-                self.exact.add(bucket)
+            if why is not None and key is not None and state is not None and state.bucket == bucket and bucket > 1:
+                self._exact_keys[key] = why  # this key's buckets are exact: the front keeps this call's
+                state.exact_why = why  # key (``exact_calls``), other keys keep their buckets
+            elif why is not None:  # no call to learn the key from (ahead of time), or a key that cannot be
+                self.exact.add(bucket)  # hashed: every bucket exact
                 if self.exact_why is None and bucket > 1:  # (0 and 1 row: only ever their own size,
                     self.exact_why = why  # where JAX specialises size-1 axes; the symbol is >= 1)
+        if state is not None and state.bucket == bucket and key is not None and key in self._exact_keys:
+            state.exact_why = state.exact_why or self._exact_keys[key]
         callbacks = (takes_rows(verdict.callbacks) or bool(iotas) or bool(drops)) and not self.mask  # takes the count
         if callbacks and count is None:
             self.needs_count = True
@@ -233,9 +241,9 @@ class Traced:
                         str(leaf.aval.dtype), getattr(leaf.aval, "weak_type", False)) for leaf in leaves)
         bucketed = {name for name, _, _ in found}
         reads = self.reads_statics
-        others = tuple(_signature(v, reads and i == 0) for i, v in enumerate(args)
+        others = tuple(signature(v, reads and i == 0) for i, v in enumerate(args)
                        if i >= len(self.params) or self.params[i] not in bucketed)
-        others += tuple((k, _signature(v)) for k, v in sorted(kwargs.items()) if k not in bucketed)
+        others += tuple((k, signature(v)) for k, v in sorted(kwargs.items()) if k not in bucketed)
         key: Any = (tuple((name, tree) for name, _, tree, _ in trees), tuple(statics), shapes, others)
         try:
             hash(key)
@@ -244,10 +252,12 @@ class Traced:
         return rebuild, dyn, leaves, key
 
     def _judged(self, key: Any, flat_fn: Callable, leaves: list[Leaf], closed: Any,
-                bucket: int, iotas: list, drops: dict) -> tuple[Verdict, str | None]:
+                bucket: int, iotas: list, drops: dict, rekey: Callable | None = None) -> tuple[Verdict, str | None]:
         """The verdict for ``key`` (cached; judged again when the cached one's program is not
         this one), and why the concrete program ``closed`` is not the analysed one at
-        ``bucket`` rows (``None``: it is); ``iotas`` receives its row indices (``differs``)."""
+        ``bucket`` rows (``None``: it is); ``iotas`` receives its row indices (``differs``).
+        ``rekey``: the key to keep a new verdict under, once judged (a ``deps="read"``
+        method's: the statics its symbolic trace read too)."""
         cached = self._verdicts.get(key) if key is not None else None
         if cached is not None and closed is not None:
             drops.update(cached.drops or {})
@@ -260,6 +270,7 @@ class Traced:
         drops.update(verdict.drops or {})
         why = (differs(closed, verdict.jaxpr, bucket, iotas, drops) if closed is not None
                else "the bucket's trace failed")
+        key = rekey() if rekey is not None and key is not None else key
         if key is not None:
             with self._lock:
                 if len(self._verdicts) >= _VERDICTS:
@@ -311,16 +322,3 @@ class Traced:
         new = getattr(self._local, "new_bucket", False)
         self._local.new_bucket = False
         return new
-
-    def fits(self, rows: int, bucket: int) -> bool:
-        """Whether a call of ``rows`` rows may run in ``bucket``'s program (the front asks
-        before it pads): not a bucket kept exact, and every guard the function's traces
-        put on the count holds for it."""
-        if not self._sound or self.exact_why is not None or bucket in self.exact:
-            return False
-        if not self.guards:
-            return True
-        ok = self._fits.get(rows)
-        if ok is None:
-            ok = self._fits[rows] = all(g.holds(rows) for g in list(self.guards))
-        return ok

@@ -70,6 +70,11 @@ class StandIn(dict):
     def whole(self, what: str) -> None:
         """The instance is used as a whole (``what``: hash, ==, copy...): every static is read."""
 
+    def read_key(self) -> Any:
+        """The statics read so far by the trace this dict stands in for, as a hashable set of
+        (path, value): what its program is keyed by (subclasses; ``None``: not known)."""
+        return None
+
 
 def used_whole(obj: Any, what: str) -> None:
     """Tell a stand-in dict that ``obj`` is used as a whole (no-op on ordinary instances)."""

@@ -88,6 +88,13 @@ class Record(StandIn):
             dict.update(self, now)
             self.statics = {}
 
+    def read_key(self) -> Any:
+        """The read set of the program being traced, with the values there (every key the
+        program serves agrees on them): a bucketed method's verdict is keyed by it."""
+        trace = self.recorder.trace
+        with trace.deps.lock:
+            return frozenset((path, value) for path, (value, _) in trace.variant.reads.items())
+
     # ----- one key: a static name is one read ---------------------------------------------
     def __getitem__(self, key: Any) -> Any:
         if key in self.statics:
