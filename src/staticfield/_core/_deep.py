@@ -12,18 +12,32 @@ inverse, for a trace: the nested instances are made again from their keys.
 Nested instances inside lists, dicts or other containers stay as they are: JAX keys on
 their statics, as always (sound; only not shared by what a method reads).
 
+``flat_leaves(obj)`` is the other lifted form, for large models (DESIGN, "Large models"):
+``(leaves, Shape)``, every array leaf of the instance in JAX's flatten order and one
+interned ``Shape`` for all the rest (the classes, static keys and tuple nesting), or
+``None`` where a dynamic field anywhere below holds something other than an array, a
+scalar, ``None``, a tuple or an instance with the same property (a list or a dict may
+change in place, so it must be flattened at each call). It is built from the nested
+instances' own cached forms (O(children): ``sf.replace`` of one layer reuses the other
+layers'), cached on the instance, and ``rebuild(shape, leaves)`` is its inverse too.
+
 A path is a tuple of steps: a field name (``str``) or a tuple index (``int``), written
 ``self.layers[2].n`` (``display``), as ``sf.Recompile`` and ``sf.watch`` write paths.
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from typing import Any
 
+import numpy as np
+
+from . import _compat
 from ._keys import StaticKey
 from ._registry import SPECS
 from ._sealed import hold_deep
-from ._state import DEEP_ATTR, flat
+from ._state import DEEP_ATTR, LEAVES_ATTR, flat
 
 Path = tuple  # of str (a field) and int (a tuple index)
 
@@ -125,7 +139,10 @@ def _hollow(value: Any, path: Path, nested: list) -> Any:
 
 
 def rebuild(key: Any, children: tuple) -> Any:
-    """The instance for ``key`` and (hollow) ``children``: ``unflatten``, nested ones too."""
+    """The instance for ``key`` and (hollow) ``children``: ``unflatten``, nested ones too;
+    for a ``Shape``, the instance of ``flat_leaves`` (``children`` are its leaves)."""
+    if key.__class__ is Shape:
+        return _inflate(key, iter(children))
     if key.__class__ is not DeepKey:
         return SPECS[key.cls].unflatten(key, children)
 
@@ -151,10 +168,168 @@ class DeepCache:
         if obj is None:
             return self
         value = obj._staticfield_dict[DEEP_ATTR] = compute(obj)
-        if value[1].__class__ is DeepKey:  # holds nested instances' statics and leaves
-            hold_deep(obj)
+        if value[1].__class__ is DeepKey and not hold_deep(obj):  # holds nested instances' statics
+            obj._staticfield_dict.pop(DEEP_ATTR, None)  # and leaves: kept only if told of a reassign
         return value
+
+
+class LeavesCache:
+    """Non-data descriptor: ``obj._staticfield_leaves`` (``flat_leaves``) computed once, then
+    an instance-dict hit (a hit path reads it with no Python call)."""
+
+    __slots__ = ()
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        return self if obj is None else flat_leaves(obj)
 
 
 def install(cls: type) -> None:
     setattr(cls, DEEP_ATTR, DeepCache())
+    setattr(cls, LEAVES_ATTR, LeavesCache())
+
+
+# ----- flat_leaves: large models (see the module docstring) ---------------------------------
+
+class Shape(int):
+    """Everything of an instance but its array leaves: its static key, and per dynamic
+    field a *form* (``LEAF``, ``None``, a tuple of forms, or a nested instance's ``Shape``).
+
+    Interned: equal shapes made while one lives are one object, so JAX's C++ cache, which
+    holds a shape as a static argument, compares it by identity (``==`` is identity: two
+    shapes are never merged by their value); its value is its hash, so hashing it costs
+    no Python call. ``nodes`` counts the instances and tuples in it (the work JAX's own
+    flatten would do per call)."""
+
+    key: StaticKey
+    parts: tuple
+    nodes: int
+
+    __hash__ = int.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __ne__(self, other: object) -> bool:
+        return self is not other
+
+    def __reduce__(self) -> tuple:
+        raise TypeError("a staticfield Shape is an in-process cache key; it is not pickled")
+
+    def __repr__(self) -> str:
+        return f"Shape({self.key!r}, {self.nodes} nodes)"
+
+
+class _Anchor:
+    """What an instance's cache holds beside its shape: the interning table keeps a shape
+    while some instance of that shape lives (an ``int`` takes no weak reference)."""
+
+    __slots__ = ("shape", "__weakref__")
+
+    def __init__(self, shape: Shape) -> None:
+        self.shape = shape
+
+
+LEAF = type("Leaf", (), {"__slots__": (), "__repr__": lambda self: "LEAF"})()
+_SHAPES: weakref.WeakValueDictionary[tuple, _Anchor] = weakref.WeakValueDictionary()
+_SHAPES_LOCK = threading.Lock()
+_ARRAY = _compat.get("array_impl")
+_LEAF_CLASSES: dict[type, bool] = {c: True for c in (int, float, complex, bool, np.ndarray, _ARRAY) if c}
+
+
+def _is_leaf(cls: type) -> bool:
+    """An array or scalar class, decided once per class (a tracer is not one: no instance
+    built under a trace is cached flat)."""
+    known = _LEAF_CLASSES.get(cls)
+    if known is None:
+        known = _LEAF_CLASSES[cls] = issubclass(cls, np.generic)
+    return known
+
+
+def _intern(key: StaticKey, parts: tuple, nodes: int) -> _Anchor:
+    ident = (key, parts)
+    with _SHAPES_LOCK:
+        anchor = _SHAPES.get(ident)
+        if anchor is None:
+            shape = Shape(hash(ident))
+            shape.key, shape.parts, shape.nodes = key, parts, nodes
+            anchor = _SHAPES[ident] = _Anchor(shape)
+    return anchor
+
+
+# An instance with more nested instances and tuples than this is *large*: JAX's own flatten
+# of its nested nodes costs more than a flat tuple's, so its calls pass its flat leaves
+# (``_jit``: ``obj.method``, ``Cls.method(obj, ...)``, ``sf.jit``); a small model's costs
+# nothing to speak of, and its calls stay as they are.
+LARGE_NODES = 16
+
+
+def flat_leaves(obj: Any) -> tuple | None:
+    """``(leaves, Shape, anchor, large)`` of ``obj`` (see the module docstring; ``large``:
+    more than ``LARGE_NODES`` nodes), cached on it, or ``None``."""
+    d = obj._staticfield_dict
+    try:
+        return d[LEAVES_ATTR]  # type: ignore[no-any-return]
+    except KeyError:
+        pass
+    children, key = flat(obj)
+    out: list = []
+    count = [1]
+    parts = []
+    for child in children:
+        form = _form(child, out, count)
+        if form is _NOT:
+            d[LEAVES_ATTR] = None
+            return None
+        parts.append(form)
+    # Holding nested instances' leaves, it is told when one of them is reassigned
+    # (``_sealed.reassign``); one that takes no weak reference is never cached flat.
+    if count[0] > 1 and not hold_deep(obj):
+        d[LEAVES_ATTR] = None
+        return None
+    anchor = _intern(key, tuple(parts), count[0])
+    entry = d[LEAVES_ATTR] = (tuple(out), anchor.shape, anchor, count[0] > LARGE_NODES)
+    return entry
+
+
+_NOT = object()
+
+
+def _form(value: Any, out: list, count: list) -> Any:
+    cls = value.__class__
+    if cls in SPECS:
+        got = flat_leaves(value)
+        if got is None:
+            return _NOT
+        out.extend(got[0])
+        count[0] += got[1].nodes
+        return got[1]
+    if cls is tuple:
+        count[0] += 1
+        forms = []
+        for item in value:
+            form = _form(item, out, count)
+            if form is _NOT:
+                return _NOT
+            forms.append(form)
+        return tuple(forms)
+    if value is None:
+        return None
+    if _is_leaf(cls):
+        out.append(value)
+        return LEAF
+    return _NOT
+
+
+def _inflate(shape: Shape, leaves: Any) -> Any:
+    spec = SPECS[shape.key.cls]
+    return spec.unflatten(shape.key, tuple(_fill(form, leaves) for form in shape.parts))
+
+
+def _fill(form: Any, leaves: Any) -> Any:
+    if form is LEAF:
+        return next(leaves)
+    if form is None:
+        return None
+    if form.__class__ is Shape:
+        return _inflate(form, leaves)
+    return tuple(_fill(f, leaves) for f in form)

@@ -105,7 +105,12 @@ class JitMethod(property):
         except (KeyError, AttributeError):
             jitted, children = engine.method_miss(obj)
             key = flat(obj)[1]
-        bound = _make(cls, key, jitted, children)
+        large = obj._staticfield_leaves if engine.large_front is not None else None
+        if large is not None and large[3]:  # a large model (_core._deep): decided once per instance
+            bound = _make(cls, key, engine.large_front, large[1], large[0])
+            bound.children = children
+        else:
+            bound = _make(cls, key, jitted, children)
         bound.ref = _weak(obj)
         return cache_binding(obj, self._slot, bound)  # immutable: bind once
 
@@ -179,12 +184,13 @@ class BoundMethod(functools.partial):
     change (see ``_deps``), so it is looked up on each call.
     """
 
-    __slots__ = ("key", "ref")
+    __slots__ = ("key", "ref", "children")
 
     engine: JitFunction  # class attributes of the per-method subclass (see _bound_class)
     method: JitMethod
     key: Any
     ref: Any  # a weak reference to the instance it was bound to, where there is one
+    children: Any  # the instance's children where the call takes its flat leaves, else None
 
     def __new__(cls, func: Any, obj: Any, /) -> Any:
         """``type(obj.method)(obj.method.__func__, obj)`` is ``obj.method``, as for a plain
@@ -197,7 +203,7 @@ class BoundMethod(functools.partial):
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names not found normally, so this costs nothing on a call.
-        if name in ("engine", "key", "ref", "method"):  # unset: never recurse through __getattr__
+        if name in ("engine", "key", "ref", "method", "children"):  # unset: never recurse
             raise AttributeError(name)
         if name == "__wrapped__":
             return self.engine.fn
@@ -228,6 +234,7 @@ class BoundMethod(functools.partial):
         _setstate(self, (self.engine.call, (obj,), {}, None))
         self.key = None
         self.ref = None
+        self.children = None
 
     def __reduce__(self) -> tuple:
         # copy, deepcopy and pickle: the method, looked up again on (a copy of) the instance.
@@ -241,7 +248,7 @@ class BoundMethod(functools.partial):
             return self.args[0]
         ref = self.ref
         obj = ref() if ref is not None else None
-        return rebuild(self.key, self.args[0]) if obj is None else obj
+        return rebuild(self.key, _children(self)) if obj is None else obj
 
     @property
     def __func__(self) -> Any:
@@ -288,7 +295,14 @@ def _make(cls: type, key: Any, func: Any, arg: Any, *more: Any) -> BoundMethod:
     bound = _new_partial(cls, func, arg, *more)  # not BoundMethod.__new__: that one rebinds
     bound.key = key
     bound.ref = None
+    bound.children = None
     return bound
+
+
+def _children(b: BoundMethod) -> Any:
+    """The bound instance's children (its key's), however the call takes them."""
+    children = b.children
+    return b.args[0] if children is None else children
 
 
 def _weak(obj: Any) -> Any:
@@ -300,7 +314,7 @@ def _weak(obj: Any) -> Any:
 
 def _flatten(b: BoundMethod) -> tuple[Any, tuple]:
     aux = (b.__class__, b.key)
-    return (b.args[0] if b.key is not None else (b.args[0],)), aux
+    return (_children(b) if b.key is not None else (b.args[0],)), aux
 
 
 def _flatten_with_keys(b: BoundMethod) -> tuple[Any, tuple]:

@@ -76,6 +76,19 @@ class Fronts:
         Python path."""
         return self._deps_answer(rebuild(key, children), args, kwargs)
 
+    def large_front_miss(self, shape: Any, leaves: tuple, *args: Any, **kwargs: Any) -> Any:
+        """``obj.method``'s front for a large model missed (called with the instance's
+        ``Shape``, hashed into JAX's cache key, and its flat leaves: ``_core._deep``): the
+        answer of the variant of the instance rebuilt from them, whose flat arguments are
+        these very leaves, in this order, then the call's."""
+        jitted, children = self.method_miss(rebuild(shape, leaves))
+        return _front.jax_miss(jitted, (children, *args), kwargs)
+
+    def large_python(self, shape: Any, leaves: tuple, *args: Any, **kwargs: Any) -> Any:
+        """The same call under ``jax.disable_jit()``: the variant, called as usual."""
+        jitted, children = self.method_miss(rebuild(shape, leaves))
+        return jitted(children, *args, **kwargs)
+
     def _deps_answer(self, obj: Any, args: tuple, kwargs: dict) -> Any:
         """A ``deps="read"`` miss: JAX's answer from the program ``obj``'s key is installed
         on at the end of the call (``Deps.call``), then the checking mode's comparison."""
