@@ -14,6 +14,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -345,3 +346,35 @@ def test_a_large_model_keeps_compile_counts_explanations_and_its_binding():
     assert paths[:2] == [".layers[0].w", ".layers[1].w"] and len(paths) == 40
     again = jax.tree_util.tree_map(lambda a: a + 1, bound)
     np.testing.assert_allclose(np.asarray(again(x)), [42.0, 42.0])
+
+
+def test_sf_jit_and_cls_method_switch_to_the_flat_leaves_once_a_large_model_comes():
+    """``sf.jit(f)`` and ``Cls.method(obj, ...)`` see a large model on a miss and pass its
+    flat leaves from then on: their hits flatten no nested instance again, small models and
+    plain arguments still compute right through them, and nothing compiles again."""
+    free = sf.jit(lambda m, x: x + m.layers[0].w * m.layers[0].n + m.layers[-1].w)
+    small = Big((Deep(_array(2)),))
+    x = jnp.ones(2, jnp.float32)
+    np.testing.assert_allclose(np.asarray(free(small, x)), [5.0, 5.0])
+    model = Big(tuple(Deep(_array(i)) for i in range(40)))
+    for _ in range(2):
+        np.testing.assert_allclose(np.asarray(free(model, x)), [40.0, 40.0])
+        np.testing.assert_allclose(np.asarray(Big.step(model, x)), [40.0, 40.0])
+    counting = _CountingFlat(Deep.__dict__["_staticfield_flat"])
+    compiles = free.compile_count, Big.step.compile_count
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Deep, "_staticfield_flat", counting)
+        for layer in model.layers:
+            layer._staticfield_dict.pop("_staticfield_flat", None)
+        for _ in range(3):
+            np.testing.assert_allclose(np.asarray(free(model, x)), [40.0, 40.0])
+            np.testing.assert_allclose(np.asarray(Big.step(model, x)), [40.0, 40.0])
+        assert counting.count == 0
+    np.testing.assert_allclose(np.asarray(free(small, x)), [5.0, 5.0])
+    np.testing.assert_allclose(np.asarray(Big.step(small, x)), [5.0, 5.0])
+    assert (free.compile_count, Big.step.compile_count) == (compiles[0], compiles[1] + 1)  # small: Big.step's first
+    with jax.disable_jit():
+        np.testing.assert_allclose(np.asarray(free(model, x)), [40.0, 40.0])
+        np.testing.assert_allclose(np.asarray(Big.step(model, x)), [40.0, 40.0])
+    with pytest.raises(TypeError, match="takes an instance of Big"):
+        Big.step(x, x)

@@ -21,6 +21,7 @@ import jax
 
 from ._args import qualname
 from ._engine import JitFunction
+from ._hitpath_large import method_large_path
 from .._core._deep import rebuild
 from .._core._registry import SPECS
 from .._core._state import cache_binding, flat
@@ -149,6 +150,7 @@ def make_method(engine: JitFunction) -> JitMethod:
                 owner.__call__ = staticmethod(engine.python_call)  # type: ignore[method-assign]
 
         engine.leave_front = leave_front
+        method_large_path(engine, fn, home)
     return cls(engine)  # type: ignore[no-any-return]
 
 

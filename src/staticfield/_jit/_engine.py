@@ -124,6 +124,7 @@ class JitFunction(Fronts, Misses, Tracing, Programs):
         self.static_fronts: list[dict[tuple, Any]] = []  # C++ fronts by static values (_static_path)
         self.front: Any = None  # Cls.method(obj, ...)'s or sf.jit's C++ dispatch (_fronts), if any
         self.leave_front: Callable[[], None] | None = None  # set by whoever calls the front
+        self.go_large: Callable[[], None] | None = None  # likewise (_fronts._large_reached)
         self._choose_hit_paths()
         ENGINES.add(self)
 
