@@ -274,19 +274,13 @@ def flat_leaves(obj: Any) -> tuple | None:
     children, key = flat(obj)
     out: list = []
     count = [1]
-    parts = []
-    for child in children:
-        form = _form(child, out, count)
-        if form is _NOT:
-            d[LEAVES_ATTR] = None
-            return None
-        parts.append(form)
+    parts = _forms(children, out, count)
     # Holding nested instances' leaves, it is told when one of them is reassigned
     # (``_sealed.reassign``); one that takes no weak reference is never cached flat.
-    if count[0] > 1 and not hold_deep(obj):
+    if parts is _NOT or (count[0] > 1 and not hold_deep(obj)):
         d[LEAVES_ATTR] = None
         return None
-    anchor = _intern(key, tuple(parts), count[0])
+    anchor = _intern(key, parts, count[0])
     entry = d[LEAVES_ATTR] = (tuple(out), anchor.shape, anchor, count[0] > LARGE_NODES)
     return entry
 
@@ -294,30 +288,37 @@ def flat_leaves(obj: Any) -> tuple | None:
 _NOT = object()
 
 
-def _form(value: Any, out: list, count: list) -> Any:
-    cls = value.__class__
-    if cls in SPECS:
-        got = flat_leaves(value)
-        if got is None:
-            return _NOT
-        out.extend(got[0])
-        count[0] += got[1].nodes
-        return got[1]
-    if cls is tuple:
-        count[0] += 1
-        forms = []
-        for item in value:
-            form = _form(item, out, count)
-            if form is _NOT:
+def _forms(values: tuple, out: list, count: list) -> Any:
+    """The form of each of ``values`` (its leaves appended to ``out``, its nodes counted),
+    or ``_NOT``."""
+    forms = []
+    for value in values:
+        cls = value.__class__
+        leaf = _LEAF_CLASSES.get(cls)
+        if leaf:  # (the common case first: an array)
+            out.append(value)
+            forms.append(LEAF)
+        elif cls in SPECS:
+            got = flat_leaves(value)
+            if got is None:
                 return _NOT
-            forms.append(form)
-        return tuple(forms)
-    if value is None:
-        return None
-    if _is_leaf(cls):
-        out.append(value)
-        return LEAF
-    return _NOT
+            out.extend(got[0])
+            count[0] += got[1].nodes
+            forms.append(got[1])
+        elif cls is tuple:
+            count[0] += 1
+            inner = _forms(value, out, count)
+            if inner is _NOT:
+                return _NOT
+            forms.append(inner)
+        elif value is None:
+            forms.append(None)
+        elif leaf is None and _is_leaf(cls):
+            out.append(value)
+            forms.append(LEAF)
+        else:
+            return _NOT
+    return tuple(forms)
 
 
 def _inflate(shape: Shape, leaves: Any) -> Any:
