@@ -233,6 +233,7 @@ def test_building_or_replacing_a_model_does_not_walk_its_layers_again():
 # ----- large models: the hit passes the cached flat leaves (DESIGN, "Large models") --------
 
 PAD = 24  # nested instances beyond which a model is large (more than _core._deep.LARGE_NODES)
+USES = 5  # a call form takes a large model's flat leaves from its fourth use on (_core._deep.WARM_UPS)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -240,14 +241,16 @@ PAD = 24  # nested instances beyond which a model is large (more than _core._dee
        mutations=st.lists(st.tuples(st.integers(0, 99), st.integers(0, 2), st.integers(-3, 3)), max_size=4))
 def test_large_models_agree_with_the_oracle(a, b, layer, mutations):
     """As above, on a drawn model padded with many layers, so that every drawn model
-    without a list or dict takes the large-model hit: after in-place mutations, after
-    ``sf.replace`` of one layer and after ``object.__setattr__`` on a nested layer."""
+    without a list or dict takes the large-model hit once called a few times: after
+    in-place mutations, after ``sf.replace`` of one layer and after ``object.__setattr__``
+    on a nested layer."""
     (oa, pa), (ob, pb) = _build(a), _build(b)
     pad = tuple(Node1(_array(i % 5)) for i in range(PAD))
     plain_pad = tuple(PlainNode1(n.a) for n in pad)
     model, plain = Model((oa, pad), ob), PlainModel((pa, plain_pad), pb)
     x = jnp.arange(2, dtype=jnp.float32)
-    _check(model, plain, x)
+    for _ in range(USES):
+        _check(model, plain, x)
     for pick, op, value in mutations:
         found = _containers(model, [])
         if not found:
@@ -256,7 +259,8 @@ def test_large_models_agree_with_the_oracle(a, b, layer, mutations):
         _check(model, plain, x)
     new_pad = pad[:layer] + (Node1(_array(9)),) + pad[layer + 1:]
     replaced = sf.replace(model, a=(oa, new_pad))
-    _check(replaced, PlainModel((pa, tuple(PlainNode1(n.a) for n in new_pad)), pb), x)
+    for _ in range(USES):
+        _check(replaced, PlainModel((pa, tuple(PlainNode1(n.a) for n in new_pad)), pb), x)
     object.__setattr__(pad[layer], "a", _array(-7))  # the escape hatch, on a nested layer
     _check(model, PlainModel((pa, tuple(PlainNode1(n.a) for n in pad)), pb), x)
 
@@ -270,7 +274,8 @@ def test_a_list_deep_in_an_otherwise_frozen_large_model_is_seen():
     model = Model(layers, None)
     plain = PlainModel(tuple(PlainNode2(n.a, n.b) for n in layers), None)
     x = jnp.ones(2, jnp.float32)
-    _check(model, plain, x)
+    for _ in range(USES):
+        _check(model, plain, x)
     inner[0] = _array(-5)
     _check(model, plain, x)
     inner.append(_array(2))
@@ -307,11 +312,12 @@ class _CountingFlat:
 
 def test_a_hit_of_a_large_model_flattens_no_nested_instance_again(monkeypatch):
     """DESIGN: a hit never flattens an unchanged nested instance again. The layers' cached
-    flattens are dropped after the first call; the hits of ``obj.method`` do not compute
-    them again (JAX's flatten of the nested layers would)."""
+    flattens are dropped after the first few calls; the hits of ``obj.method`` do not
+    compute them again (JAX's flatten of the nested layers would)."""
     model = Big(tuple(Deep(_array(i)) for i in range(40)))
     x = jnp.ones(2, jnp.float32)
-    np.testing.assert_allclose(np.asarray(model.step(x)), [40.0, 40.0])
+    for _ in range(USES):
+        np.testing.assert_allclose(np.asarray(model.step(x)), [40.0, 40.0])
     counting = _CountingFlat(Deep.__dict__["_staticfield_flat"])
     monkeypatch.setattr(Deep, "_staticfield_flat", counting)
     for layer in model.layers:
@@ -357,7 +363,7 @@ def test_sf_jit_and_cls_method_switch_to_the_flat_leaves_once_a_large_model_come
     x = jnp.ones(2, jnp.float32)
     np.testing.assert_allclose(np.asarray(free(small, x)), [5.0, 5.0])
     model = Big(tuple(Deep(_array(i)) for i in range(40)))
-    for _ in range(2):
+    for _ in range(USES):
         np.testing.assert_allclose(np.asarray(free(model, x)), [40.0, 40.0])
         np.testing.assert_allclose(np.asarray(Big.step(model, x)), [40.0, 40.0])
     counting = _CountingFlat(Deep.__dict__["_staticfield_flat"])
@@ -378,3 +384,21 @@ def test_sf_jit_and_cls_method_switch_to_the_flat_leaves_once_a_large_model_come
         np.testing.assert_allclose(np.asarray(Big.step(model, x)), [40.0, 40.0])
     with pytest.raises(TypeError, match="takes an instance of Big"):
         Big.step(x, x)
+
+
+def test_a_large_model_under_transformations():
+    """A large model's hit paths inside ``jax.jit``, ``jax.grad`` and ``jax.vmap``, and a
+    gradient with respect to the model itself (its traced copy is not large: tracers)."""
+    model = Big(tuple(Deep(_array(i)) for i in range(40)))
+    free = sf.jit(lambda m, x: x * m.layers[0].w + m.layers[-1].w)
+    x = jnp.ones(2, jnp.float32)
+    for _ in range(USES):
+        model.step(x), free(model, x), Big.step(model, x)
+    for call, value, slope in ((model.step, 40.0, 1.0), (lambda x: Big.step(model, x), 40.0, 1.0),
+                               (lambda x: free(model, x), 39.0, 0.0)):
+        np.testing.assert_allclose(np.asarray(jax.jit(lambda x: call(x) * 2)(x)), [2 * value] * 2)
+        np.testing.assert_allclose(np.asarray(jax.grad(lambda x: call(x).sum())(x)), [slope] * 2)
+        assert jax.vmap(call)(jnp.ones((3, 2), jnp.float32)).shape == (3, 2)
+    grads = jax.grad(lambda m: free(m, x).sum())(model)
+    np.testing.assert_allclose(np.asarray(grads.layers[-1].w), [1.0, 1.0])
+    np.testing.assert_allclose(np.asarray(grads.layers[0].w), [1.0, 1.0])

@@ -173,19 +173,8 @@ class DeepCache:
         return value
 
 
-class LeavesCache:
-    """Non-data descriptor: ``obj._staticfield_leaves`` (``flat_leaves``) computed once, then
-    an instance-dict hit (a hit path reads it with no Python call)."""
-
-    __slots__ = ()
-
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        return self if obj is None else flat_leaves(obj)
-
-
 def install(cls: type) -> None:
     setattr(cls, DEEP_ATTR, DeepCache())
-    setattr(cls, LEAVES_ATTR, LeavesCache())
 
 
 # ----- flat_leaves: large models (see the module docstring) ---------------------------------
@@ -203,6 +192,7 @@ class Shape(int):
     key: StaticKey
     parts: tuple
     nodes: int
+    anchor: Any
 
     __hash__ = int.__hash__
 
@@ -220,8 +210,10 @@ class Shape(int):
 
 
 class _Anchor:
-    """What an instance's cache holds beside its shape: the interning table keeps a shape
-    while some instance of that shape lives (an ``int`` takes no weak reference)."""
+    """The interning table's weak handle on a shape (an ``int`` takes no weak reference).
+    A shape and its anchor hold each other, so the entry lives exactly as long as the
+    shape does, in an instance's cache or as a static argument in JAX's C++ cache (a
+    model made anew at every step finds the shape its predecessor had)."""
 
     __slots__ = ("shape", "__weakref__")
 
@@ -245,15 +237,15 @@ def _is_leaf(cls: type) -> bool:
     return known
 
 
-def _intern(key: StaticKey, parts: tuple, nodes: int) -> _Anchor:
+def _intern(key: StaticKey, parts: tuple, nodes: int) -> Shape:
     ident = (key, parts)
     with _SHAPES_LOCK:
         anchor = _SHAPES.get(ident)
         if anchor is None:
             shape = Shape(hash(ident))
             shape.key, shape.parts, shape.nodes = key, parts, nodes
-            anchor = _SHAPES[ident] = _Anchor(shape)
-    return anchor
+            anchor = _SHAPES[ident] = shape.anchor = _Anchor(shape)
+    return anchor.shape
 
 
 # An instance with more nested instances and tuples than this is *large*: JAX's own flatten
@@ -261,16 +253,22 @@ def _intern(key: StaticKey, parts: tuple, nodes: int) -> _Anchor:
 # (``_jit``: ``obj.method``, ``Cls.method(obj, ...)``, ``sf.jit``); a small model's costs
 # nothing to speak of, and its calls stay as they are.
 LARGE_NODES = 16
+# Building the flat form costs about four calls' worth of what it saves per call, so a
+# call form uses it from an instance's ``WARM_UPS + 1``-th use on (``used``): a model made
+# anew at every training step, and called once, never pays for it.
+WARM_UPS = 3
+# ``flat_leaves`` of an instance with a list or dict below; ``used`` before the flat form.
+NOT_FLAT = ((), None, False)
+WAIT = ((), None, False)
 
 
-def flat_leaves(obj: Any) -> tuple | None:
-    """``(leaves, Shape, anchor, large)`` of ``obj`` (see the module docstring; ``large``:
-    more than ``LARGE_NODES`` nodes), cached on it, or ``None``."""
+def flat_leaves(obj: Any) -> tuple:
+    """``(leaves, Shape, large)`` of ``obj`` (see the module docstring; ``large``: more than
+    ``LARGE_NODES`` nodes), cached on it, or ``NOT_FLAT``."""
     d = obj._staticfield_dict
-    try:
-        return d[LEAVES_ATTR]  # type: ignore[no-any-return]
-    except KeyError:
-        pass
+    cached = d.get(LEAVES_ATTR)
+    if cached.__class__ is tuple:
+        return cached  # type: ignore[no-any-return]
     children, key = flat(obj)
     out: list = []
     count = [1]
@@ -278,11 +276,26 @@ def flat_leaves(obj: Any) -> tuple | None:
     # Holding nested instances' leaves, it is told when one of them is reassigned
     # (``_sealed.reassign``); one that takes no weak reference is never cached flat.
     if parts is _NOT or (count[0] > 1 and not hold_deep(obj)):
-        d[LEAVES_ATTR] = None
-        return None
-    anchor = _intern(key, parts, count[0])
-    entry = d[LEAVES_ATTR] = (tuple(out), anchor.shape, anchor, count[0] > LARGE_NODES)
+        d[LEAVES_ATTR] = NOT_FLAT
+        return NOT_FLAT
+    shape = _intern(key, parts, count[0])
+    leaves = children if len(out) == len(children) and count[0] == 1 else tuple(out)  # all leaves: shared
+    entry = d[LEAVES_ATTR] = (leaves, shape, count[0] > LARGE_NODES)
     return entry
+
+
+def used(obj: Any) -> tuple:
+    """A call form's use of ``obj``'s flat form: ``WAIT`` for its first ``WARM_UPS`` uses
+    (counted in its cache entry), then ``flat_leaves(obj)``. A hit path reads the entry
+    itself and calls this only while it is not a tuple."""
+    d = obj._staticfield_dict
+    n = d.get(LEAVES_ATTR) or 0
+    if n.__class__ is tuple:
+        return n  # type: ignore[no-any-return]
+    if n < WARM_UPS:
+        d[LEAVES_ATTR] = n + 1
+        return WAIT
+    return flat_leaves(obj)
 
 
 _NOT = object()
@@ -300,7 +313,7 @@ def _forms(values: tuple, out: list, count: list) -> Any:
             forms.append(LEAF)
         elif cls in SPECS:
             got = flat_leaves(value)
-            if got is None:
+            if got is NOT_FLAT:
                 return _NOT
             out.extend(got[0])
             count[0] += got[1].nodes

@@ -10,9 +10,10 @@ equivalent, and a sealed instance never changes. Its real ``__dict__``
 - ``_staticfield_key``: the ``StaticKey`` (JAX's aux_data);
 - ``_staticfield_flat``: ``(children, key)``, what JAX's flatten returns;
 - ``_staticfield_deep``: ``deps="read"``'s flatten, nested statics lifted (``_deep``);
-- ``_staticfield_leaves``: a large model's flat form, ``(leaves, Shape, anchor)`` or ``None``
-  where a list or dict lies below (``_deep.flat_leaves``; made from the nested instances'
-  own, on an instance's first binding of a ``jit_method``, never at construction);
+- ``_staticfield_leaves``: a large model's flat form, ``(leaves, Shape, large)``, or
+  ``NOT_FLAT`` where a list or dict lies below (``_deep.flat_leaves``, made from the nested
+  instances' own, never at construction), or the count of the instance's first uses by a
+  call form (``_deep.used``, which makes it on a later use);
 - cached bindings: ``obj.method`` of a descriptor that binds once per instance,
   stored under a name private to that descriptor (``cache_binding``), never under the
   method's name: the descriptor is consulted on every ``obj.method``, so what runs is
@@ -33,7 +34,7 @@ custom ``__init__``/post_init+seal  W [2]     X, W[1] X       X       X
 ``__setstate__`` (pickle, deepcopy) W [4]     --      --      --      --
 unflatten (generated)               W         W       W       --      --
 first flatten / ``make_key``        --        W       W       --      --
-first ``deps="read"`` / binding     --        --      --      W [8]   --
+first ``deps="read"``, later uses   --        --      --      W [8]   --
 ``cache_binding``                   --        --      --      --      W [5]
 ``object.__setattr__``, built       W [6]     X       X       X [7]   X [7]
 ==================================  ========  ======  ======  ======  ========

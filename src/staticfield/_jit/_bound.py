@@ -4,8 +4,11 @@ Instances are immutable, so binding is done once: the first ``obj.method`` store
 ``BoundMethod`` in ``obj.__dict__`` under a name private to this descriptor, and later
 ``obj.method`` lookups (which always reach the class attribute first, so replacing,
 mocking or deleting it on the class takes effect) return it. Calling it is a C-level
-``partial`` call into the variant's ``jax.jit`` with the instance's children. The bound object holds the children and the static key, not
-``obj`` itself, so caching it makes no reference cycle. It is a pytree whose leaves are
+``partial`` call into the variant's ``jax.jit`` with the instance's children (for a
+large model, into the engine's ``large_front`` with its interned ``Shape`` and flat leaves:
+``_core._deep``, from the instance's fourth ``obj.method`` on). The bound object
+holds the children and the static key, not ``obj`` itself, so caching it makes no
+reference cycle. It is a pytree whose leaves are
 ``obj``'s dynamic leaves.
 """
 
@@ -22,7 +25,7 @@ import jax
 from ._args import qualname
 from ._engine import JitFunction
 from ._hitpath_large import method_large_path
-from .._core._deep import rebuild
+from .._core._deep import WAIT, rebuild, used
 from .._core._registry import SPECS
 from .._core._state import cache_binding, flat
 from ._tracker import TRACKER_SETTINGS, check_positive
@@ -106,13 +109,17 @@ class JitMethod(property):
         except (KeyError, AttributeError):
             jitted, children = engine.method_miss(obj)
             key = flat(obj)[1]
-        large = obj._staticfield_leaves if engine.large_front is not None else None
-        if large is not None and large[3]:  # a large model (_core._deep): decided once per instance
+        # A large model (_core._deep) is bound to its flat form from its WARM_UPS + 1-th use on
+        # (until then the binding is not kept, so its next obj.method comes here again).
+        large = used(obj) if engine.large_front is not None else WAIT
+        if large[2]:
             bound = _make(cls, key, engine.large_front, large[1], large[0])
             bound.children = children
         else:
             bound = _make(cls, key, jitted, children)
         bound.ref = _weak(obj)
+        if engine.large_front is not None and large is WAIT:
+            return bound
         return cache_binding(obj, self._slot, bound)  # immutable: bind once
 
     def __getattr__(self, name: str) -> Any:
@@ -180,7 +187,8 @@ class BindingSlot:
 class BoundMethod(functools.partial):
     """``obj.method`` for an ``@sf.jit_method``: callable, and a pytree of ``obj``'s leaves.
 
-    Without static arguments it is ``partial(variant_jit, children)``; with them it is
+    Without static arguments it is ``partial(variant_jit, children)`` (a large model's:
+    ``partial(large_front, shape, leaves)``, its children kept beside); with them it is
     ``partial(engine_call, obj)``, since the variant depends on the call's arguments. With
     ``deps="read"`` it is ``partial(bound_call, children, key)``: the key's program may
     change (see ``_deps``), so it is looked up on each call.

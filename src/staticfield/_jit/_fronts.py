@@ -25,7 +25,7 @@ from typing import Any, Callable
 import jax
 
 from .._core import _front
-from .._core._deep import flat_leaves, rebuild
+from .._core._deep import flat_leaves as flat_form, rebuild
 from .._core._registry import SPECS
 from .._core._traceback import hide
 from .._deps._check import enabled as check_enabled
@@ -116,7 +116,7 @@ class Fronts:
         (``go_large``, once; decided here, never on a hit)."""
         if self.go_large is None:
             return
-        if any(a.__class__ in SPECS and (f := flat_leaves(a)) is not None and f[3] for a in args):
+        if any(a.__class__ in SPECS and flat_form(a)[2] for a in args):
             with self._lock:
                 go, self.go_large = self.go_large, None
             if go is not None:

@@ -10,7 +10,7 @@ calls a front that takes them, the shapes static; a call with no large model goe
 the front it had. ``jit_large_path`` and ``method_large_path`` prepare that switch
 (``engine.go_large``) for the two forms.
 
-Imports: ``_core`` (``compile_functions``, ``SPECS``, ``LEAVES_ATTR``, ``hide``) and
+Imports: ``_core`` (``compile_functions``, ``SPECS``, ``LEAVES_ATTR``, ``used``, ``hide``) and
 ``_hitpath``. Called by ``_hitpath_jit.public_function`` and ``_bound.make_method``.
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from .._core._deep import used
 from .._core._gen import compile_functions
 from .._core._registry import SPECS
 from .._core._state import LEAVES_ATTR
@@ -26,16 +27,17 @@ from ._args import qualname
 from ._hitpath import _self_name, as_user, hiding, plain_positional
 
 
-LARGE_NAMES = ("large", "small")  # more names large_call's code uses
+LARGE_NAMES = ("large", "small", "used")  # more names large_call's code uses
 
 
 def large_call(fn: Callable, params: list[str], large: Any, small: Any, method: bool) -> Callable[..., Any]:
     """The hit path of ``sf.jit(fn)`` (``method=False``) or ``Cls.method(obj, ...)`` once a
     large model reached it (DESIGN, "Large models"): each large instance argument (only
     ``self`` for a method) passes its cached flat leaves and its interned ``Shape``
-    (``_core._deep.flat_leaves``, read with no Python call) to the ``large`` front, the
-    shapes first (static there); a call with no large instance goes to ``small``, the
-    front it had before. One Python frame, no Python call."""
+    (``_core._deep.flat_leaves``, read from its dict; ``used`` counts an instance's first
+    uses, see ``WARM_UPS``) to the ``large`` front, the shapes first (static there); a
+    call with no large instance goes to ``small``, the front it had before. One Python
+    frame, and no Python call once the instance's flat form is made."""
     names = params[:1] if method else params
     lines = [f"def call({', '.join(params)}):"]
     for i, p in enumerate(names):
@@ -43,8 +45,10 @@ def large_call(fn: Callable, params: list[str], large: Any, small: Any, method: 
             f"    k{i} = None",
             f"    c{i} = {p}",
             f"    if {p}.__class__ in SPECS:",
-            f"        children = {p}.{LEAVES_ATTR}",
-            "        if children is not None and children[3]:",
+            f"        children = {p}._staticfield_dict.get({LEAVES_ATTR!r})",
+            "        if children.__class__ is not tuple:",  # not yet decided: counts a use
+            f"            children = used({p})",
+            "        if children[2]:",
             f"            k{i} = children[1]",
             f"            c{i} = children[0]",
         ]
@@ -55,7 +59,7 @@ def large_call(fn: Callable, params: list[str], large: Any, small: Any, method: 
         f"        return small({', '.join(params)})",
         f"    return large({keys}, {dyn})",
     ]
-    namespace = {"SPECS": SPECS, "large": large, "small": small, "hide": hide}
+    namespace = {"SPECS": SPECS, "large": large, "small": small, "hide": hide, "used": used}
     call = compile_functions(hiding(lines), ["call"], namespace, what=f"large-model hit path of {qualname(fn)}")["call"]
     return as_user(call, fn)
 
