@@ -11,9 +11,9 @@ equivalent, and a sealed instance never changes. Its real ``__dict__``
 - ``_staticfield_flat``: ``(children, key)``, what JAX's flatten returns;
 - ``_staticfield_deep``: ``deps="read"``'s flatten, nested statics lifted (``_deep``);
 - ``_staticfield_leaves``: a large model's flat form, ``(leaves, Shape, large)``, or
-  ``NOT_FLAT`` where a list or dict lies below (``_deep.flat_leaves``, made from the nested
+  ``NOT_FLAT`` where a list or dict lies below (``_flatform.flat_leaves``, made from the nested
   instances' own, never at construction), or the count of the instance's first uses by a
-  call form (``_deep.used``, which makes it on a later use);
+  call form (``_flatform.used``, which makes it on a later use);
 - cached bindings: ``obj.method`` of a descriptor that binds once per instance,
   stored under a name private to that descriptor (``cache_binding``), never under the
   method's name: the descriptor is consulted on every ``obj.method``, so what runs is
@@ -46,13 +46,13 @@ a pickled state are never trusted. [5] only on a sealed instance. [6] checked as
 ``replace`` checks, no converter; while building, ``FieldSlot`` writes it as is. [7]
 bindings held elsewhere are re-pointed at the instance; instances that lifted its
 statics into their own ``deps="read"`` flatten, or cached its leaves in their flat form,
-drop those and their bindings. [8] ``_deep`` (``DeepCache``, ``flat_leaves``), from the
+drop those and their bindings. [8] ``_deep`` (``DeepCache``) and ``_flatform``, from the
 nested instances' own entries; an instance whose entry holds nested ones is registered
 with ``_sealed.hold_deep`` (so [7] reaches it), or keeps no such entry.
 
 This module writes the construction rows (and the flatten cache, and bindings);
 ``_sealed`` the rows after it (``replace``, ``__copy__``, ``__setstate__``,
-``object.__setattr__`` on a built instance); ``_deep`` the deep and leaves entries.
+``object.__setattr__`` on a built instance); ``_deep`` and ``_flatform`` the deep and leaves entries.
 Nothing outside these modules and the code ``_codegen`` generates from them writes or
 clears these entries.
 
@@ -76,7 +76,7 @@ from ._registry import SPEC_ATTR
 KEY_ATTR = "_staticfield_key"
 FLAT_ATTR = "_staticfield_flat"
 DEEP_ATTR = "_staticfield_deep"  # deps="read": the flatten with nested statics lifted (_deep)
-LEAVES_ATTR = "_staticfield_leaves"  # large models: every leaf, and one interned Shape (_deep)
+LEAVES_ATTR = "_staticfield_leaves"  # large models: every leaf, and one interned Shape (_flatform)
 DERIVED = (KEY_ATTR, FLAT_ATTR, DEEP_ATTR, LEAVES_ATTR)
 RESERVED = (*DERIVED, _vars.REAL_ATTR)  # names no field may take
 flat = operator.attrgetter(FLAT_ATTR)  # an instance's cached (children, static key)

@@ -6,7 +6,7 @@ Instances are immutable, so binding is done once: the first ``obj.method`` store
 mocking or deleting it on the class takes effect) return it. Calling it is a C-level
 ``partial`` call into the variant's ``jax.jit`` with the instance's children (for a
 large model, into the engine's ``large_front`` with its interned ``Shape`` and flat leaves:
-``_core._deep``, from the instance's fourth ``obj.method`` on). The bound object
+``_core._flatform``, from the instance's fourth ``obj.method`` on). The bound object
 holds the children and the static key, not ``obj`` itself, so caching it makes no
 reference cycle. It is a pytree whose leaves are
 ``obj``'s dynamic leaves.
@@ -25,7 +25,8 @@ import jax
 from ._args import qualname
 from ._engine import JitFunction
 from ._hitpath_large import method_large_path
-from .._core._deep import WAIT, rebuild, used
+from .._core._deep import rebuild
+from .._core._flatform import SMALL, WAIT, used
 from .._core._registry import SPECS
 from .._core._state import cache_binding, flat
 from ._tracker import TRACKER_SETTINGS, check_positive
@@ -109,18 +110,13 @@ class JitMethod(property):
         except (KeyError, AttributeError):
             jitted, children = engine.method_miss(obj)
             key = flat(obj)[1]
-        # A large model (_core._deep) is bound to its flat form from its WARM_UPS + 1-th use on
-        # (until then the binding is not kept, so its next obj.method comes here again).
-        large = used(obj) if engine.large_front is not None else WAIT
-        if large[2]:
-            bound = _make(cls, key, engine.large_front, large[1], large[0])
-            bound.children = children
-        else:
-            bound = _make(cls, key, jitted, children)
+        # A large model (_core._flatform) is bound to its flat form from its WARM_UPS + 1-th use
+        # on; until then its binding is not kept, so its next obj.method comes here again.
+        large = used(obj) if engine.large_front is not None else SMALL
+        bound = (_make(cls, key, engine.large_front, large[1], large[0], children=children) if large[2]
+                 else _make(cls, key, jitted, children))
         bound.ref = _weak(obj)
-        if engine.large_front is not None and large is WAIT:
-            return bound
-        return cache_binding(obj, self._slot, bound)  # immutable: bind once
+        return bound if large is WAIT else cache_binding(obj, self._slot, bound)  # immutable: bind once
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in ("_jit", "_owner", "_slot", "_variants", "_bound_cls", "_name"):
@@ -301,11 +297,11 @@ _new_partial = functools.partial.__new__
 _setstate = functools.partial.__setstate__
 
 
-def _make(cls: type, key: Any, func: Any, arg: Any, *more: Any) -> BoundMethod:
+def _make(cls: type, key: Any, func: Any, arg: Any, *more: Any, children: Any = None) -> BoundMethod:
     bound = _new_partial(cls, func, arg, *more)  # not BoundMethod.__new__: that one rebinds
     bound.key = key
     bound.ref = None
-    bound.children = None
+    bound.children = children
     return bound
 
 

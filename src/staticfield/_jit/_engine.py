@@ -191,7 +191,7 @@ class JitFunction(Fronts, Misses, Tracing, Programs):
                            if self.deps is not None and self.bucket_spec is None else None)
         # A large model's obj.method (DESIGN, "Large models"; chosen per instance when it is
         # bound, _bound): JAX's C++ dispatch called with (shape, leaves, ...), the instance's
-        # interned Shape a static argument and its cached flat leaves (_core._deep), so a hit
+        # interned Shape a static argument and its cached flat leaves (_core._flatform), so a hit
         # flattens one tuple, not every nested instance again.
         self.large_front = (self.make_front(self.large_python, self.large_front_miss, (0,))
                             if self.fast and self.deps is None and self.bucket_spec is None else None)

@@ -11,7 +11,7 @@ the ``*_front_miss`` methods are the handlers of ``sf.jit``'s front, of
 values; ``_variant_added`` sends calls back to the Python path past ``FRONT_VARIANTS``
 variants.
 
-Imports: ``_core`` (``_front``, ``_deep.rebuild``, ``SPECS``, ``hide``), ``_deps`` (the
+Imports: ``_core`` (``_front``, ``_deep.rebuild``, ``_flatform``, ``SPECS``, ``hide``), ``_deps`` (the
 checking mode) and ``_hitpath_static`` (the static-argument hit paths it generates).
 Called by the engine's constructor and by ``_hitpath_jit.public_function``; its handlers by
 JAX's C++ dispatch.
@@ -25,7 +25,8 @@ from typing import Any, Callable
 import jax
 
 from .._core import _front
-from .._core._deep import flat_leaves as flat_form, rebuild
+from .._core._deep import rebuild
+from .._core._flatform import flat_leaves as flat_form
 from .._core._registry import SPECS
 from .._core._traceback import hide
 from .._deps._check import enabled as check_enabled
@@ -80,7 +81,7 @@ class Fronts:
 
     def large_front_miss(self, shape: Any, leaves: tuple, *args: Any, **kwargs: Any) -> Any:
         """``obj.method``'s front for a large model missed (called with the instance's
-        ``Shape``, hashed into JAX's cache key, and its flat leaves: ``_core._deep``): the
+        ``Shape``, hashed into JAX's cache key, and its flat leaves: ``_core._flatform``): the
         answer of the variant of the instance rebuilt from them, whose flat arguments are
         these very leaves, in this order, then the call's."""
         jitted, children = self.method_miss(rebuild(shape, leaves))
@@ -111,7 +112,7 @@ class Fronts:
             leave()  # (its entries stay until clear_cache: this may run inside its own miss)
 
     def _large_reached(self, args: tuple | list) -> None:
-        """A miss of ``sf.jit``'s or ``Cls.method``'s front saw a large model (``_core._deep``)
+        """A miss of ``sf.jit``'s or ``Cls.method``'s front saw a large model (``_core._flatform``)
         among ``args``: from now on the function's hit path passes large models' flat leaves
         (``go_large``, once; decided here, never on a hit)."""
         if self.go_large is None:

@@ -5,7 +5,7 @@
 binding: their C++ front flattens each instance argument on every call. So where a miss
 of that front sees a large model (``_fronts._large_reached``, never on a hit), the
 function's public hit path becomes ``large_call``: one Python frame that reads each large
-instance argument's cached flat leaves and ``Shape`` (``_core._deep.flat_leaves``) and
+instance argument's cached flat leaves and ``Shape`` (``_core._flatform.flat_leaves``) and
 calls a front that takes them, the shapes static; a call with no large model goes on to
 the front it had. ``jit_large_path`` and ``method_large_path`` prepare that switch
 (``engine.go_large``) for the two forms.
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .._core._deep import used
+from .._core._flatform import used
 from .._core._gen import compile_functions
 from .._core._registry import SPECS
 from .._core._state import LEAVES_ATTR
@@ -34,7 +34,7 @@ def large_call(fn: Callable, params: list[str], large: Any, small: Any, method: 
     """The hit path of ``sf.jit(fn)`` (``method=False``) or ``Cls.method(obj, ...)`` once a
     large model reached it (DESIGN, "Large models"): each large instance argument (only
     ``self`` for a method) passes its cached flat leaves and its interned ``Shape``
-    (``_core._deep.flat_leaves``, read from its dict; ``used`` counts an instance's first
+    (``_core._flatform.flat_leaves``, read from its dict; ``used`` counts an instance's first
     uses, see ``WARM_UPS``) to the ``large`` front, the shapes first (static there); a
     call with no large instance goes to ``small``, the front it had before. One Python
     frame, and no Python call once the instance's flat form is made."""
