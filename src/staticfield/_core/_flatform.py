@@ -145,7 +145,7 @@ def used(obj: Any) -> tuple:
     n = d.get(LEAVES_ATTR) or 0
     if n.__class__ is tuple:
         return n  # type: ignore[no-any-return]
-    if n == 0 and not _over(flat(obj)[0], [LARGE_NODES]):
+    if n == 0 and not _over(flat(obj)[0], LARGE_NODES):
         d[LEAVES_ATTR] = SMALL
         return SMALL
     if n < WARM_UPS:
@@ -154,18 +154,22 @@ def used(obj: Any) -> tuple:
     return flat_leaves(obj)
 
 
-def _over(values: tuple, budget: list) -> bool:
-    """Whether ``values`` hold at least ``budget[0]`` nested instances and tuples (counted
-    as ``flat_leaves`` counts them, and only up to that bound)."""
-    for value in values:
-        cls = value.__class__
-        if cls in SPECS:
-            budget[0] -= 1
-            if budget[0] <= 0 or _over(flat(value)[0], budget):
-                return True
-        elif cls is tuple:
-            budget[0] -= 1
-            if budget[0] <= 0 or _over(value, budget):
+def _over(values: tuple, budget: int) -> bool:
+    """Whether ``values`` hold at least ``budget`` nested instances and tuples (counted as
+    ``flat_leaves`` counts them, breadth first and only up to that bound: one call)."""
+    queue = [values]
+    for level in queue:
+        for value in level:
+            cls = value.__class__
+            if cls in SPECS:
+                budget -= 1
+                queue.append(flat(value)[0])
+            elif cls is tuple:
+                budget -= 1
+                queue.append(value)
+            else:
+                continue
+            if budget <= 0:
                 return True
     return False
 

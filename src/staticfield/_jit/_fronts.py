@@ -11,8 +11,8 @@ the ``*_front_miss`` methods are the handlers of ``sf.jit``'s front, of
 values; ``_variant_added`` sends calls back to the Python path past ``FRONT_VARIANTS``
 variants.
 
-Imports: ``_core`` (``_front``, ``_deep.rebuild``, ``_flatform``, ``SPECS``, ``hide``), ``_deps`` (the
-checking mode) and ``_hitpath_static`` (the static-argument hit paths it generates).
+Imports: ``_core`` (``_front``, ``_deep.rebuild``, ``_flatform``, ``SPECS``, ``hide``),
+``_deps`` (the checking mode) and ``_hitpath_static`` (the static-argument hit paths it generates).
 Called by the engine's constructor and by ``_hitpath_jit.public_function``; its handlers by
 JAX's C++ dispatch.
 """
@@ -132,7 +132,7 @@ class Fronts:
         return answer
 
     def large_jit_miss(self, *args: Any) -> Any:
-        """``sf.jit``'s front for large models missed (``_hitpath.large_call``: each argument's
+        """``sf.jit``'s front for large models missed (``_hitpath_large.large_call``: each argument's
         ``Shape`` or ``None``, static, then its flat leaves or the argument itself): as
         ``front_miss`` for the arguments rebuilt, whose flat arguments are these."""
         return self.front_miss(_large_args(args), {})
