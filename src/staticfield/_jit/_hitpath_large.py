@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .._core._flatform import used
+from .._core._flatform import WARM_UPS, used
 from .._core._gen import compile_functions
 from .._core._registry import SPECS
 from .._core._state import LEAVES_ATTR
@@ -34,10 +34,10 @@ def large_call(fn: Callable, params: list[str], large: Any, small: Any, method: 
     """The hit path of ``sf.jit(fn)`` (``method=False``) or ``Cls.method(obj, ...)`` once a
     large model reached it (DESIGN, "Large models"): each large instance argument (only
     ``self`` for a method) passes its cached flat leaves and its interned ``Shape``
-    (``_core._flatform.flat_leaves``, read from its dict; ``used`` counts an instance's first
-    uses, see ``WARM_UPS``) to the ``large`` front, the shapes first (static there); a
-    call with no large instance goes to ``small``, the front it had before. One Python
-    frame, and no Python call once the instance's flat form is made."""
+    (``_core._flatform.flat_leaves``, read from its dict, where an instance's first
+    ``WARM_UPS`` uses are counted; then ``used`` makes it) to the ``large`` front, the
+    shapes first (static there); a call with no large instance goes to ``small``, the
+    front it had before. One Python frame, and no Python call but that one ``used``."""
     names = params[:1] if method else params
     lines = [f"def call({', '.join(params)}):"]
     for i, p in enumerate(names):
@@ -45,10 +45,16 @@ def large_call(fn: Callable, params: list[str], large: Any, small: Any, method: 
             f"    k{i} = None",
             f"    c{i} = {p}",
             f"    if {p}.__class__ in SPECS:",
-            f"        children = {p}._staticfield_dict.get({LEAVES_ATTR!r})",
-            "        if children.__class__ is not tuple:",  # not yet decided: counts a use
-            f"            children = used({p})",
-            "        if children[2]:",
+            f"        out = {p}._staticfield_dict",
+            f"        children = out.get({LEAVES_ATTR!r})",
+            "        if children is None:",  # its first uses are counted here, with no Python call
+            f"            out[{LEAVES_ATTR!r}] = 1",
+            "        elif children.__class__ is int:",
+            f"            if children < {WARM_UPS}:",
+            f"                out[{LEAVES_ATTR!r}] = children + 1",
+            "            else:",
+            f"                children = used({p})",
+            "        if children.__class__ is tuple and children[2]:",
             f"            k{i} = children[1]",
             f"            c{i} = children[0]",
         ]
