@@ -139,8 +139,8 @@ def flat_leaves(obj: Any) -> tuple:
 def used(obj: Any) -> tuple:
     """A call form's use of ``obj``'s flat form: ``SMALL`` at once (and for good) for a
     small instance, else ``WAIT`` for its first ``WARM_UPS`` uses (counted in its cache
-    entry), then ``flat_leaves(obj)``. A hit path reads the entry itself and calls this
-    only while it is not a tuple."""
+    entry), then ``flat_leaves(obj)``. ``obj.method``'s binding calls it until it is
+    decided; ``_jit._hitpath_large``'s code reads the entry and counts the first uses itself."""
     d = obj._staticfield_dict
     n = d.get(LEAVES_ATTR) or 0
     if n.__class__ is tuple:
