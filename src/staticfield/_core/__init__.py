@@ -16,7 +16,8 @@ writes what (``_state``: the table, construction and the flatten cache; ``_seale
 ``Mapping``s (``_mapping``); instance semantics and display (``_instance``,
 ``_display``); the exception classes (``_errors``); the hiding of staticfield's frames
 from tracebacks (``_traceback``); the class attribute of each static field (``_slots``)
-and ``deps="read"``'s flatten with nested statics lifted (``_deep``); JAX's C++ dispatch
+and ``deps="read"``'s flatten with nested statics lifted (``_deep``); a large model's flat
+form, every leaf in one tuple and one interned shape (``_flatform``); JAX's C++ dispatch
 in front of a function's variants (``_front``); the settings every program is lowered
 under, one program on every process of a job (``_lowering``); and the one place for JAX's private
 names, each checked at import (``_compat``, from the table of them and of the features

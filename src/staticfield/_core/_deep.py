@@ -12,6 +12,9 @@ inverse, for a trace: the nested instances are made again from their keys.
 Nested instances inside lists, dicts or other containers stay as they are: JAX keys on
 their statics, as always (sound; only not shared by what a method reads).
 
+``rebuild`` is also the inverse of ``_flatform.flat_leaves``, the other lifted form
+(large models: every leaf, and one interned ``Shape``).
+
 A path is a tuple of steps: a field name (``str``) or a tuple index (``int``), written
 ``self.layers[2].n`` (``display``), as ``sf.Recompile`` and ``sf.watch`` write paths.
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._flatform import Shape, inflate
 from ._keys import StaticKey
 from ._registry import SPECS
 from ._sealed import hold_deep
@@ -125,7 +129,10 @@ def _hollow(value: Any, path: Path, nested: list) -> Any:
 
 
 def rebuild(key: Any, children: tuple) -> Any:
-    """The instance for ``key`` and (hollow) ``children``: ``unflatten``, nested ones too."""
+    """The instance for ``key`` and (hollow) ``children``: ``unflatten``, nested ones too;
+    for a ``Shape``, the instance of ``flat_leaves`` (``children`` are its leaves)."""
+    if key.__class__ is Shape:
+        return inflate(key, children)
     if key.__class__ is not DeepKey:
         return SPECS[key.cls].unflatten(key, children)
 
@@ -151,8 +158,8 @@ class DeepCache:
         if obj is None:
             return self
         value = obj._staticfield_dict[DEEP_ATTR] = compute(obj)
-        if value[1].__class__ is DeepKey:  # holds nested instances' statics and leaves
-            hold_deep(obj)
+        if value[1].__class__ is DeepKey and not hold_deep(obj):  # holds nested instances' statics
+            obj._staticfield_dict.pop(DEEP_ATTR, None)  # and leaves: kept only if told of a reassign
         return value
 
 

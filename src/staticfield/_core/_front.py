@@ -14,7 +14,9 @@ The invariant, owned here: **a front's cached entry runs the program the variant
 ``jax.jit`` runs for the same call.** It holds because
 
 - the front's flat arguments are the variant's: an instance's leaves are its children's
-  leaves in order, and everything else is passed as it is (``dyn`` in the engine);
+  leaves in order, and everything else is passed as it is (``dyn`` in the engine); a large
+  model's cached flat leaves are those very leaves, and its ``Shape``, a static argument
+  of its front, fixes all the rest (``_flatform``);
 - the front's signature holds everything the variant is chosen by (each instance's
   static key, compared by JAX with ``==``, and which arguments are instances) and
   everything JAX keys its own jit on (avals, weak types, shardings, committedness, the

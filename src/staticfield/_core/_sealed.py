@@ -22,16 +22,18 @@ from typing import Any
 from . import _errors, _slots
 from ._checks import store
 from ._spec import Spec
-from ._state import DEEP_ATTR, DERIVED, KEY_ATTR, check_init, spec_of_type
+from ._state import DEEP_ATTR, DERIVED, KEY_ATTR, LEAVES_ATTR, check_init, spec_of_type
 
-# Instances whose cached deps="read" flatten lifted the statics of nested instances
-# (``_deep``): what they cached depends on other instances' fields too. By id (an
+# Instances whose cached deps="read" flatten lifted the statics of nested instances, or
+# that cached their nested instances' leaves (``_deep``): what they cached depends on
+# other instances' fields too. By id (an
 # instance's == and hash are its fields', and may refuse under a trace), held weakly.
 DEEP_HOLDERS: dict[int, weakref.ref] = {}
 
 
-def hold_deep(obj: Any) -> None:
-    """Remember that ``obj`` cached what nested instances hold (see ``reassign``)."""
+def hold_deep(obj: Any) -> bool:
+    """Remember that ``obj`` cached what nested instances hold (see ``reassign``); ``False``
+    where it takes no weak reference (then it must not keep such a cache)."""
     i = id(obj)
 
     def gone(ref: weakref.ref) -> None:
@@ -40,8 +42,9 @@ def hold_deep(obj: Any) -> None:
 
     try:
         DEEP_HOLDERS[i] = weakref.ref(obj, gone)
-    except TypeError:  # takes no weak references: it keeps no lifted flatten either
-        obj._staticfield_dict.pop(DEEP_ATTR, None)
+    except TypeError:
+        return False
+    return True
 
 
 def reassign(obj: Any, name: str, value: Any) -> None:
@@ -78,6 +81,7 @@ def reassign(obj: Any, name: str, value: Any) -> None:
             continue
         hd = holder._staticfield_dict
         hd.pop(DEEP_ATTR, None)
+        hd.pop(LEAVES_ATTR, None)
         for k, v in list(hd.items()):
             if _rebind(v, holder):
                 del hd[k]

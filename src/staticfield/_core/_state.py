@@ -10,6 +10,10 @@ equivalent, and a sealed instance never changes. Its real ``__dict__``
 - ``_staticfield_key``: the ``StaticKey`` (JAX's aux_data);
 - ``_staticfield_flat``: ``(children, key)``, what JAX's flatten returns;
 - ``_staticfield_deep``: ``deps="read"``'s flatten, nested statics lifted (``_deep``);
+- ``_staticfield_leaves``: a large model's flat form, ``(leaves, Shape, large)``, or
+  ``NOT_FLAT`` where a list or dict lies below (``_flatform.flat_leaves``, made from the nested
+  instances' own, never at construction), or the count of the instance's first uses by a
+  call form (``_flatform.used``, which makes it on a later use);
 - cached bindings: ``obj.method`` of a descriptor that binds once per instance,
   stored under a name private to that descriptor (``cache_binding``), never under the
   method's name: the descriptor is consulted on every ``obj.method``, so what runs is
@@ -18,20 +22,22 @@ equivalent, and a sealed instance never changes. Its real ``__dict__``
 Derived entries are a pure function of the fields, so any of them may be dropped
 and rebuilt at any time. Which path writes (W), copies (C) or clears (X) what:
 
-==================================  ========  ======  ======  ========
-path                                fields    key     flat    bindings
-==================================  ========  ======  ======  ========
-generated ``__init__``              W         W [1]   W [1]   --
-``__init__`` again on a live one    X then W  X       X       X
-custom ``__init__``/post_init+seal  W [2]     X, W[1] X       X
-``replace`` (``derive``)            C, W      C [3]   --      --
-``__copy__``                        C         --      --      --
-``__setstate__`` (pickle, deepcopy) W [4]     --      --      --
-unflatten (generated)               W         W       W       --
-first flatten / ``make_key``        --        W       W       --
-``cache_binding``                   --        --      --      W [5]
-``object.__setattr__``, built       W [6]     X       X       X [7]
-==================================  ========  ======  ======  ========
+==================================  ========  ======  ======  ======  ========
+path                                fields    key     flat    deep,   bindings
+                                                              leaves
+==================================  ========  ======  ======  ======  ========
+generated ``__init__``              W         W [1]   W [1]   --      --
+``__init__`` again on a live one    X then W  X       X       X       X
+custom ``__init__``/post_init+seal  W [2]     X, W[1] X       X       X
+``replace`` (``derive``)            C, W      C [3]   --      --      --
+``__copy__``                        C         --      --      --      --
+``__setstate__`` (pickle, deepcopy) W [4]     --      --      --      --
+unflatten (generated)               W         W       W       --      --
+first flatten / ``make_key``        --        W       W       --      --
+first ``deps="read"``, later uses   --        --      --      W [8]   --
+``cache_binding``                   --        --      --      --      W [5]
+``object.__setattr__``, built       W [6]     X       X       X [7]   X [7]
+==================================  ========  ======  ======  ======  ========
 
 [1] only when the key is a constant (no static fields). [2] converters run on
 assignment while building; ``seal`` fills defaults, freezes statics and checks
@@ -39,12 +45,16 @@ leaves. [3] only when no static field changed. [4] fields only: cached entries i
 a pickled state are never trusted. [5] only on a sealed instance. [6] checked as
 ``replace`` checks, no converter; while building, ``FieldSlot`` writes it as is. [7]
 bindings held elsewhere are re-pointed at the instance; instances that lifted its
-statics into their own ``deps="read"`` flatten drop that flatten and their bindings.
+statics into their own ``deps="read"`` flatten, or cached its leaves in their flat form,
+drop those and their bindings. [8] ``_deep`` (``DeepCache``) and ``_flatform``, from the
+nested instances' own entries; an instance whose entry holds nested ones is registered
+with ``_sealed.hold_deep`` (so [7] reaches it), or keeps no such entry.
 
 This module writes the construction rows (and the flatten cache, and bindings);
 ``_sealed`` the rows after it (``replace``, ``__copy__``, ``__setstate__``,
-``object.__setattr__`` on a built instance). Nothing outside these two modules and the
-code ``_codegen`` generates from them writes or clears these entries.
+``object.__setattr__`` on a built instance); ``_deep`` and ``_flatform`` the deep and leaves entries.
+Nothing outside these modules and the code ``_codegen`` generates from them writes or
+clears these entries.
 
 Imports: ``_checks``, ``_errors``, ``_registry``, ``_slots``, ``_spec`` and ``_vars``.
 Called by the generated ``__init__`` (``prepare``, ``finish_other``, ``build``,
@@ -66,7 +76,8 @@ from ._registry import SPEC_ATTR
 KEY_ATTR = "_staticfield_key"
 FLAT_ATTR = "_staticfield_flat"
 DEEP_ATTR = "_staticfield_deep"  # deps="read": the flatten with nested statics lifted (_deep)
-DERIVED = (KEY_ATTR, FLAT_ATTR, DEEP_ATTR)
+LEAVES_ATTR = "_staticfield_leaves"  # large models: every leaf, and one interned Shape (_flatform)
+DERIVED = (KEY_ATTR, FLAT_ATTR, DEEP_ATTR, LEAVES_ATTR)
 RESERVED = (*DERIVED, _vars.REAL_ATTR)  # names no field may take
 flat = operator.attrgetter(FLAT_ATTR)  # an instance's cached (children, static key)
 

@@ -8,7 +8,8 @@ runs while JAX traces a variant: described, budgeted, counted; and what the prog
 store sees of the counters), ``_programs`` (AOT and cache methods). The generated hit
 paths: ``_hitpath`` (helpers, ``Cls.method(obj, ...)`` and ``deps="read"``'s),
 ``_hitpath_jit`` (what ``sf.jit`` returns, and its hit path), ``_hitpath_static`` (static
-arguments). ``_bound`` makes ``obj.method`` (bound once, a pytree); ``_variant`` is one
+arguments), ``_hitpath_large`` (what ``sf.jit`` and ``Cls.method`` switch to once a large
+model reached them). ``_bound`` makes ``obj.method`` (bound once, a pytree); ``_variant`` is one
 variant's ``jax.jit`` and what JAX is told of the user's function; ``_tracker`` holds the
 counters, budgets and recompile events; ``_transformed`` counts the programs JAX compiles
 of a variant under a transformation applied outside it (an eager ``jax.vmap``); ``_args`` resolves ``jax.jit``'s options against
@@ -20,7 +21,8 @@ the variant's key), ``_auto_out`` its outputs' checks and ``_auto_options`` its
 donation in the user's words; ``_types`` is what type checkers see.
 
 A call goes: ``obj.method(x)`` → the binding (``_bound``: a C-level ``partial`` of the
-variant's front, made once per instance) → JAX's C++ dispatch, which on a hit runs the
+variant's front, made once per instance; of a large model, of the engine's
+``large_front`` with its flat leaves) → JAX's C++ dispatch, which on a hit runs the
 compiled program → on a miss, ``_miss`` makes the variant and JAX traces ``_variant``'s
 wrapper, which rebuilds ``obj`` and runs ``_traced``: describes the trace (``_explain``)
 and counts it (``_tracker``).

@@ -4,8 +4,11 @@ Instances are immutable, so binding is done once: the first ``obj.method`` store
 ``BoundMethod`` in ``obj.__dict__`` under a name private to this descriptor, and later
 ``obj.method`` lookups (which always reach the class attribute first, so replacing,
 mocking or deleting it on the class takes effect) return it. Calling it is a C-level
-``partial`` call into the variant's ``jax.jit`` with the instance's children. The bound object holds the children and the static key, not
-``obj`` itself, so caching it makes no reference cycle. It is a pytree whose leaves are
+``partial`` call into the variant's ``jax.jit`` with the instance's children (for a
+large model, into the engine's ``large_front`` with its interned ``Shape`` and flat leaves:
+``_core._flatform``, from the instance's fourth ``obj.method`` on). The bound object
+holds the children and the static key, not ``obj`` itself, so caching it makes no
+reference cycle. It is a pytree whose leaves are
 ``obj``'s dynamic leaves.
 """
 
@@ -22,7 +25,9 @@ import jax
 from ._args import qualname
 from ._compiled import prefixed
 from ._engine import JitFunction
+from ._hitpath_large import method_large_path
 from .._core._deep import rebuild
+from .._core._flatform import SMALL, WAIT, used
 from .._core._registry import SPECS
 from .._core._state import cache_binding, flat
 from ._tracker import TRACKER_SETTINGS, check_positive
@@ -106,9 +111,13 @@ class JitMethod(property):
         except (KeyError, AttributeError):
             jitted, children = engine.method_miss(obj)
             key = flat(obj)[1]
-        bound = _make(cls, key, jitted, children)
+        # A large model (_core._flatform) is bound to its flat form from its WARM_UPS + 1-th use
+        # on; until then its binding is not kept, so its next obj.method comes here again.
+        large = used(obj) if engine.large_front is not None else SMALL
+        bound = (_make(cls, key, engine.large_front, large[1], large[0], children=children) if large[2]
+                 else _make(cls, key, jitted, children))
         bound.ref = _weak(obj)
-        return cache_binding(obj, self._slot, bound)  # immutable: bind once
+        return bound if large is WAIT else cache_binding(obj, self._slot, bound)  # immutable: bind once
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in ("_jit", "_owner", "_slot", "_variants", "_bound_cls", "_name"):
@@ -145,6 +154,7 @@ def make_method(engine: JitFunction) -> JitMethod:
                 owner.__call__ = staticmethod(engine.python_call)  # type: ignore[method-assign]
 
         engine.leave_front = leave_front
+        method_large_path(engine, fn, home)
     return cls(engine)  # type: ignore[no-any-return]
 
 
@@ -174,18 +184,20 @@ class BindingSlot:
 class BoundMethod(functools.partial):
     """``obj.method`` for an ``@sf.jit_method``: callable, and a pytree of ``obj``'s leaves.
 
-    Without static arguments it is ``partial(variant_jit, children)``; with them it is
+    Without static arguments it is ``partial(variant_jit, children)`` (a large model's:
+    ``partial(large_front, shape, leaves)``, its children kept beside); with them it is
     ``partial(engine_call, obj)``, since the variant depends on the call's arguments. With
     ``deps="read"`` it is ``partial(bound_call, children, key)``: the key's program may
     change (see ``_deps``), so it is looked up on each call.
     """
 
-    __slots__ = ("key", "ref")
+    __slots__ = ("key", "ref", "children")
 
     engine: JitFunction  # class attributes of the per-method subclass (see _bound_class)
     method: JitMethod
     key: Any
     ref: Any  # a weak reference to the instance it was bound to, where there is one
+    children: Any  # the instance's children where the call takes its flat leaves, else None
 
     def __new__(cls, func: Any, obj: Any, /) -> Any:
         """``type(obj.method)(obj.method.__func__, obj)`` is ``obj.method``, as for a plain
@@ -198,7 +210,7 @@ class BoundMethod(functools.partial):
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names not found normally, so this costs nothing on a call.
-        if name in ("engine", "key", "ref", "method"):  # unset: never recurse through __getattr__
+        if name in ("engine", "key", "ref", "method", "children"):  # unset: never recurse
             raise AttributeError(name)
         if name == "__wrapped__":
             return self.engine.fn
@@ -229,6 +241,7 @@ class BoundMethod(functools.partial):
         _setstate(self, (self.engine.call, (obj,), {}, None))
         self.key = None
         self.ref = None
+        self.children = None
 
     def __reduce__(self) -> tuple:
         # copy, deepcopy and pickle: the method, looked up again on (a copy of) the instance.
@@ -242,7 +255,7 @@ class BoundMethod(functools.partial):
             return self.args[0]
         ref = self.ref
         obj = ref() if ref is not None else None
-        return rebuild(self.key, self.args[0]) if obj is None else obj
+        return rebuild(self.key, _children(self)) if obj is None else obj
 
     @property
     def __func__(self) -> Any:
@@ -285,11 +298,18 @@ _new_partial = functools.partial.__new__
 _setstate = functools.partial.__setstate__
 
 
-def _make(cls: type, key: Any, func: Any, arg: Any, *more: Any) -> BoundMethod:
+def _make(cls: type, key: Any, func: Any, arg: Any, *more: Any, children: Any = None) -> BoundMethod:
     bound = _new_partial(cls, func, arg, *more)  # not BoundMethod.__new__: that one rebinds
     bound.key = key
     bound.ref = None
+    bound.children = children
     return bound
+
+
+def _children(b: BoundMethod) -> Any:
+    """The bound instance's children (its key's), however the call takes them."""
+    children = b.children
+    return b.args[0] if children is None else children
 
 
 def _weak(obj: Any) -> Any:
@@ -301,7 +321,7 @@ def _weak(obj: Any) -> Any:
 
 def _flatten(b: BoundMethod) -> tuple[Any, tuple]:
     aux = (b.__class__, b.key)
-    return (b.args[0] if b.key is not None else (b.args[0],)), aux
+    return (_children(b) if b.key is not None else (b.args[0],)), aux
 
 
 def _flatten_with_keys(b: BoundMethod) -> tuple[Any, tuple]:

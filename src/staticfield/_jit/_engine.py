@@ -124,6 +124,7 @@ class JitFunction(Fronts, Misses, Tracing, Programs):
         self.static_fronts: list[dict[tuple, Any]] = []  # C++ fronts by static values (_static_path)
         self.front: Any = None  # Cls.method(obj, ...)'s or sf.jit's C++ dispatch (_fronts), if any
         self.leave_front: Callable[[], None] | None = None  # set by whoever calls the front
+        self.go_large: Callable[[], None] | None = None  # likewise (_fronts._large_reached)
         self._choose_hit_paths()
         ENGINES.add(self)
 
@@ -144,7 +145,8 @@ class JitFunction(Fronts, Misses, Tracing, Programs):
         ``buckets=``, or a signature the   ``general_call(prepare)``;       --
         static paths cannot take           ``buckets=``: in the bucket
                                            front (pad, call, slice)
-        a method                           ``method_call``, behind a front  --
+        a method                           ``method_call``, behind a front  -- (a large model's:
+                                                                            ``large_front``)
         a method, ``deps="read"``          ``deps_method_call``, behind a   ``deps_bound_call``,
                                            front                            behind ``deps_front``
         =================================  ===============================  =========================
@@ -187,6 +189,12 @@ class JitFunction(Fronts, Misses, Tracing, Programs):
         # path above on a miss (deps_front_miss).
         self.deps_front = (self.make_front(self.bound_call, self.deps_front_miss, (1,))
                            if self.deps is not None and self.bucket_spec is None else None)
+        # A large model's obj.method (DESIGN, "Large models"; chosen per instance when it is
+        # bound, _bound): JAX's C++ dispatch called with (shape, leaves, ...), the instance's
+        # interned Shape a static argument and its cached flat leaves (_core._flatform), so a hit
+        # flattens one tuple, not every nested instance again.
+        self.large_front = (self.make_front(self.large_python, self.large_front_miss, (0,))
+                            if self.fast and self.deps is None and self.bucket_spec is None else None)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:

@@ -11,8 +11,8 @@ the ``*_front_miss`` methods are the handlers of ``sf.jit``'s front, of
 values; ``_variant_added`` sends calls back to the Python path past ``FRONT_VARIANTS``
 variants.
 
-Imports: ``_core`` (``_front``, ``_deep.rebuild``, ``SPECS``, ``hide``), ``_deps`` (the
-checking mode) and ``_hitpath_static`` (the static-argument hit paths it generates).
+Imports: ``_core`` (``_front``, ``_deep.rebuild``, ``_flatform``, ``SPECS``, ``hide``),
+``_deps`` (the checking mode) and ``_hitpath_static`` (the static-argument hit paths it generates).
 Called by the engine's constructor and by ``_hitpath_jit.public_function``; its handlers by
 JAX's C++ dispatch.
 """
@@ -26,6 +26,7 @@ import jax
 
 from .._core import _front
 from .._core._deep import rebuild
+from .._core._flatform import flat_leaves as flat_form
 from .._core._registry import SPECS
 from .._core._traceback import hide
 from .._deps._check import enabled as check_enabled
@@ -43,6 +44,8 @@ class Fronts:
     variants: dict
     deps: Any  # deps="read" without static arguments: its Deps, or None
     leave_front: Callable[[], None] | None
+    go_large: Callable[[], None] | None  # set by whoever calls the front: see _large_reached
+    large_front: Any
     _fast: dict  # the static-argument Python hit path's variants by type-strict key
     static_fronts: list
     _lock: threading.Lock
@@ -76,6 +79,19 @@ class Fronts:
         Python path."""
         return self._deps_answer(rebuild(key, children), args, kwargs)
 
+    def large_front_miss(self, shape: Any, leaves: tuple, *args: Any, **kwargs: Any) -> Any:
+        """``obj.method``'s front for a large model missed (called with the instance's
+        ``Shape``, hashed into JAX's cache key, and its flat leaves: ``_core._flatform``): the
+        answer of the variant of the instance rebuilt from them, whose flat arguments are
+        these very leaves, in this order, then the call's."""
+        jitted, children = self.method_miss(rebuild(shape, leaves))
+        return _front.jax_miss(jitted, (children, *args), kwargs)
+
+    def large_python(self, shape: Any, leaves: tuple, *args: Any, **kwargs: Any) -> Any:
+        """The same call under ``jax.disable_jit()``: the variant, called as usual."""
+        jitted, children = self.method_miss(rebuild(shape, leaves))
+        return jitted(children, *args, **kwargs)
+
     def _deps_answer(self, obj: Any, args: tuple, kwargs: dict) -> Any:
         """A ``deps="read"`` miss: JAX's answer from the program ``obj``'s key is installed
         on at the end of the call (``Deps.call``), then the checking mode's comparison."""
@@ -92,18 +108,45 @@ class Fronts:
         cached variant's key in turn on each hit)."""
         if self.leave_front is not None and len(self.variants) > FRONT_VARIANTS:
             leave, self.leave_front = self.leave_front, None
+            self.go_large = None  # the Python path it leaves for serves large models too
             leave()  # (its entries stay until clear_cache: this may run inside its own miss)
+
+    def _large_reached(self, args: tuple | list) -> None:
+        """A miss of ``sf.jit``'s or ``Cls.method``'s front saw a large model (``_core._flatform``)
+        among ``args``: from now on the function's hit path passes large models' flat leaves
+        (``go_large``, once; decided here, never on a hit)."""
+        if self.go_large is None:
+            return
+        if any(a.__class__ in SPECS and flat_form(a)[2] for a in args):
+            with self._lock:
+                go, self.go_large = self.go_large, None
+            if go is not None:
+                go()
 
     def front_miss(self, args: tuple, kwargs: dict) -> Any:
         """``sf.jit``'s front missed: choose the variant as the Python path would, and
         answer with what its ``jax.jit`` answers from JAX's miss handler."""
         jitted, dyn, kwargs = self.prepare(args, kwargs)
-        return _front.jax_miss(jitted, dyn, kwargs)
+        answer = _front.jax_miss(jitted, dyn, kwargs)
+        self._large_reached(args)
+        return answer
+
+    def large_jit_miss(self, *args: Any) -> Any:
+        """``sf.jit``'s front for large models missed (``_hitpath_large.large_call``: each argument's
+        ``Shape`` or ``None``, static, then its flat leaves or the argument itself): as
+        ``front_miss`` for the arguments rebuilt, whose flat arguments are these."""
+        return self.front_miss(_large_args(args), {})
+
+    def large_jit_python(self, call: Callable[..., Any]) -> Callable[..., Any]:
+        """What that front runs under ``jax.disable_jit()``: ``call`` (the Python hit path)."""
+        return lambda *args: call(*_large_args(args))
 
     def method_front_miss(self, args: tuple, kwargs: dict) -> Any:
         """``Cls.method(obj, ...)``'s front missed: ``obj``'s variant's answer."""
         jitted, children = self.method_miss(args[0])
-        return _front.jax_miss(jitted, (children, *args[1:]), kwargs)
+        answer = _front.jax_miss(jitted, (children, *args[1:]), kwargs)
+        self._large_reached(args[:1])
+        return answer
 
     def deps_method_front_miss(self, args: tuple, kwargs: dict) -> Any:
         """``Cls.method(obj, ...)``'s front missed, for a ``deps="read"`` method: as
@@ -173,6 +216,13 @@ class Fronts:
         if fast_key is not None:  # only after a call that worked: its variant stays
             self._fast.setdefault(fast_key, jitted)
         return out
+
+
+def _large_args(args: tuple) -> tuple:
+    """The arguments of ``sf.jit``'s large-model front (shapes, then leaves or arguments) as
+    the user passed them, each large model rebuilt (``_core._deep.rebuild``)."""
+    n = len(args) // 2
+    return tuple(a if s is None else rebuild(s, a) for s, a in zip(args[:n], args[n:]))
 
 
 def _hidden(miss: Callable[..., Any]) -> Callable[..., Any]:

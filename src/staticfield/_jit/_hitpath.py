@@ -12,7 +12,8 @@ Here: the helpers every hit path uses, ``Cls.method(obj, ...)``'s hit path
 (``method_call``) and ``deps="read"``'s (``deps_method_call``, ``deps_bound_call``), the
 general path (``general_call``) and what JAX's C++ dispatch calls on a miss
 (``front_miss``). ``sf.jit``'s own hit path is ``_hitpath_jit``'s; those of functions with
-static arguments, ``_hitpath_static``'s.
+static arguments, ``_hitpath_static``'s; those that large models switch to,
+``_hitpath_large``'s.
 
 Imports: ``_core`` (``compile_functions``, ``FLAT_ATTR``/``DEEP_ATTR``, ``rebuild``,
 ``hide``), ``_deps`` (``Abort``) and ``_args``. Called by the engine, which chooses a
@@ -222,3 +223,4 @@ def deps_bound_call(fn: Callable, variants: dict, retry: Callable[..., Any]) -> 
                  "rebuild": rebuild, "__sf_wrong_call": wrong_call, "__sf_fn": fn}
     call = compile_functions(lines, ["call"], namespace, what=f"deps bound method of {qualname(fn)}")["call"]
     return as_user(call, fn)
+

@@ -26,6 +26,7 @@ from .._core._state import FLAT_ATTR
 from .._core._traceback import hide
 from ._args import qualname
 from ._hitpath import as_user, front_miss, general_call, hiding, plain_positional
+from ._hitpath_large import jit_large_path
 
 ARRAY = _compat.get("array_impl")  # jax.Array's concrete class: never an sf instance
 
@@ -148,6 +149,7 @@ def public_function(engine: Any) -> Callable[..., Any]:
                 public.__setstate__((call, (), {}, public.__dict__))
 
         engine.leave_front = leave_front
+        jit_large_path(engine, fn, front, call, home)
     state = engine.tracker.__dict__
     state.update({k: v for k, v in getattr(fn, "__dict__", {}).items() if not k.startswith("__staticfield")})
     state.update(

@@ -39,6 +39,7 @@ class Programs:
     method_miss: Callable[[Any], tuple[Any, tuple]]
     front: Any  # JAX's C++ dispatch in front of the variants (_front), or None
     deps_front: Any  # deps="read": obj.method's C++ dispatch, or None
+    large_front: Any  # a large model's obj.method: its C++ dispatch, or None
     static_fronts: list  # per static-argument hit path: its C++ fronts by static values
     executables: set
     transformed: int  # programs compiled under a transformation applied outside (_transformed)
@@ -154,7 +155,7 @@ class Programs:
         ``_core._front``)."""
         own = [j for j, _ in self.entries() if hasattr(j, "__sf_jit__")]
         by_static = [f for fronts in self.static_fronts for f in list(fronts.values()) if f is not None]
-        return [f for f in (self.front, self.deps_front) if f is not None] + own + by_static
+        return [f for f in (self.front, self.deps_front, self.large_front) if f is not None] + own + by_static
 
     def entries(self) -> list[tuple[Any, tuple]]:
         """Every variant entry (with deps="read" and static arguments, every group's)."""
