@@ -8,8 +8,7 @@ mocking or deleting it on the class takes effect) return it. Calling it is a C-l
 large model, into the engine's ``large_front`` with its interned ``Shape`` and flat leaves:
 ``_core._flatform``, from the instance's fourth ``obj.method`` on). The bound object
 holds the children and the static key, not ``obj`` itself, so caching it makes no
-reference cycle. It is a pytree whose leaves are
-``obj``'s dynamic leaves.
+reference cycle. It is a pytree whose leaves are ``obj``'s dynamic leaves.
 """
 
 from __future__ import annotations
