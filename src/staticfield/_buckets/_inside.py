@@ -27,7 +27,7 @@ from jax import lax
 from .._core import _compat
 from ._errors import CHECK_FAILED, BucketCheckError, output_name
 from ._pad import _pad_one, valid_mask
-from ._report import _NO_IO, _SKIPPED, _differ, _fold, _once, _prims, _pullback, _put, _silenced
+from ._report import _NO_IO, _SKIPPED, _differ, _fold, _once, _prims, _pullback, _put, _silenced, cotangents
 from ._trace import CHECK_ENV, ROWS_KW, TRACING, Retry
 
 
@@ -102,21 +102,11 @@ def _gradients(spec: Any, call_ref: Any, xs: list, axes: list, names: list, rows
         return (), (), ()
     finally:
         local.call, local.new_bucket, local.last_verdict = outer, False, None
-    outs = [v.aval for v in closed.jaxpr.outvars]
-    float_outs = [j for j, a in enumerate(outs) if np.issubdtype(a.dtype, np.inexact)]
-    if not floats or not float_outs or verdict is None:
+    if verdict is None:
         return (), (), ()
-    rng = np.random.default_rng(0)
-    cts_b, cts_r = [], []
-    for j in float_outs:
-        ct = rng.standard_normal(outs[j].shape).astype(outs[j].dtype)
-        axis = verdict.outputs[j]
-        if axis is not None:
-            ct[(slice(None),) * axis + (slice(rows, None),)] = 0
-            cts_r.append(ct[(slice(None),) * axis + (slice(0, rows),)])
-        else:
-            cts_r.append(ct)
-        cts_b.append(ct)
+    float_outs, cts_b, cts_r = cotangents(closed, verdict, rows)
+    if not floats or not float_outs:
+        return (), (), ()
 
     def pick(fun: Any, values: list) -> Any:
         return lambda *fl: [o for j, o in enumerate(fun(*_put(values, floats, fl))) if j in float_outs]

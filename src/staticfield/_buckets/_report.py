@@ -227,21 +227,9 @@ class Reports:
             return
         finally:
             self._local.new_bucket, self._local.last_verdict = False, None
-        outs = [v.aval for v in closed.jaxpr.outvars]
-        float_outs = [j for j, a in enumerate(outs) if np.issubdtype(a.dtype, np.inexact)]
+        float_outs, cts_b, cts_r = cotangents(closed, verdict, rows)
         if not floats or not float_outs:
             return
-        rng = np.random.default_rng(0)
-        cts_b, cts_r = [], []
-        for j in float_outs:
-            ct = rng.standard_normal(outs[j].shape).astype(outs[j].dtype)
-            axis = verdict.outputs[j]
-            if axis is not None:
-                ct[(slice(None),) * axis + (slice(rows, None),)] = 0
-                cts_r.append(ct[(slice(None),) * axis + (slice(0, rows),)])
-            else:
-                cts_r.append(ct)
-            cts_b.append(ct)
         program = bucket_program
 
         def pick(fun: Callable, values: list) -> Callable:
@@ -260,6 +248,28 @@ class Reports:
                 raise BucketCheckError(CHECK_FAILED.format(
                     function=self.function, output=f"the gradient with respect to `{names[i]}`", rows=rows,
                     bucket=bucket, detail=detail))
+
+def cotangents(closed: Any, verdict: Any, rows: int) -> tuple[list, list, list]:
+    """The checking mode's fixed cotangents, one per float output of the bucket's program
+    (``closed``): the positions of those outputs, the bucket's cotangents (zero on the pad
+    rows of each output's row axis, ``verdict.outputs``) and the reference's (the real rows
+    of the same draw). Both checks (after the call, and inside a transformed program) pull
+    back through these, so they compare the same gradients."""
+    outs = [v.aval for v in closed.jaxpr.outvars]
+    float_outs = [j for j, a in enumerate(outs) if np.issubdtype(a.dtype, np.inexact)]
+    rng = np.random.default_rng(0)
+    cts_b, cts_r = [], []
+    for j in float_outs:
+        ct = rng.standard_normal(outs[j].shape).astype(outs[j].dtype)
+        axis = verdict.outputs[j]
+        if axis is not None:
+            ct[(slice(None),) * axis + (slice(rows, None),)] = 0
+            cts_r.append(ct[(slice(None),) * axis + (slice(0, rows),)])
+        else:
+            cts_r.append(ct)
+        cts_b.append(ct)
+    return float_outs, cts_b, cts_r
+
 
 def _pullback(fun: Callable, primals: list, cts: list) -> Any:
     """The VJP of ``fun`` at ``primals`` applied to ``cts``, as one jitted program (not op by op)."""
