@@ -27,7 +27,7 @@ from jax import lax
 from .._core import _compat
 from ._errors import CHECK_FAILED, BucketCheckError, output_name
 from ._pad import _pad_one, valid_mask
-from ._report import _NO_IO, _SKIPPED, _differ, _fold, _once, _prims, _pullback, _put, _silenced, cotangents
+from ._report import _NO_IO, _differ, _fold, _once, _prims, _silenced, pullbacks
 from ._trace import CHECK_ENV, ROWS_KW, TRACING, Retry
 
 
@@ -104,22 +104,13 @@ def _gradients(spec: Any, call_ref: Any, xs: list, axes: list, names: list, rows
         local.call, local.new_bucket, local.last_verdict = outer, False, None
     if verdict is None:
         return (), (), ()
-    float_outs, cts_b, cts_r = cotangents(closed, verdict, rows)
-    if not floats or not float_outs:
-        return (), (), ()
-
-    def pick(fun: Any, values: list) -> Any:
-        return lambda *fl: [o for j, o in enumerate(fun(*_put(values, floats, fl))) if j in float_outs]
-
     try:
-        got = _pullback(pick(bucket_program, padded), [padded[i] for i in floats], cts_b)
-        want = _pullback(pick(call_ref, list(xs)), [xs[i] for i in floats], cts_r)
-    except Exception as exc:  # a while_loop, a custom_vjp without a rule: outputs only
-        _once(_SKIPPED.format(function=spec.function, why=f"JAX cannot take its VJP: {type(exc).__name__}"))
-        return (), (), ()
+        pulled = pullbacks(spec.function, closed, verdict, rows, floats, bucket_program, padded, call_ref, list(xs))
     finally:
         local.new_bucket, local.last_verdict = False, None
-    return got, want, tuple((names[i], axes[i]) for i in floats)
+    if pulled is None:
+        return (), (), ()
+    return (*pulled, tuple((names[i], axes[i]) for i in floats))
 
 
 def _compare(function: str, rows: int, bucket: int, paths: list, which: tuple, got: list, want: list,

@@ -227,20 +227,10 @@ class Reports:
             return
         finally:
             self._local.new_bucket, self._local.last_verdict = False, None
-        float_outs, cts_b, cts_r = cotangents(closed, verdict, rows)
-        if not floats or not float_outs:
+        pulled = pullbacks(self.function, closed, verdict, rows, floats, bucket_program, padded, call_ref, list(xs))
+        if pulled is None:
             return
-        program = bucket_program
-
-        def pick(fun: Callable, values: list) -> Callable:
-            return lambda *fl: [o for j, o in enumerate(fun(*_put(values, floats, fl))) if j in float_outs]
-
-        try:
-            got = _pullback(pick(program, padded), [padded[i] for i in floats], cts_b)
-            want = _pullback(pick(call_ref, list(xs)), [xs[i] for i in floats], cts_r)
-        except Exception as exc:  # a while_loop, a custom_vjp without a rule: outputs only
-            _once(_SKIPPED.format(function=self.function, why=f"JAX cannot take its VJP: {type(exc).__name__}"))
-            return
+        got, want = pulled
         for i, g, w in zip(floats, got, want):
             g = _fold(g, axes[i], rows) if axes[i] is not None else np.asarray(g)
             detail = _differ(g, w, scaled=True)
@@ -269,6 +259,27 @@ def cotangents(closed: Any, verdict: Any, rows: int) -> tuple[list, list, list]:
             cts_r.append(ct)
         cts_b.append(ct)
     return float_outs, cts_b, cts_r
+
+
+def pullbacks(function: str, closed: Any, verdict: Any, rows: int, floats: list, bucket_program: Callable,
+              padded: list, call_ref: Callable, xs: list) -> tuple[list, list] | None:
+    """The VJPs both checks compare, with ``cotangents``: the bucket's program at the padded
+    arguments and the reference at the real ones, pulled back to the float arguments
+    (``floats``) from the float outputs; ``None`` where there is nothing to compare (no
+    float argument or output) or JAX cannot take a VJP (then said once: outputs only)."""
+    float_outs, cts_b, cts_r = cotangents(closed, verdict, rows)
+    if not floats or not float_outs:
+        return None
+
+    def pick(fun: Callable, values: list) -> Callable:
+        return lambda *fl: [o for j, o in enumerate(fun(*_put(values, floats, fl))) if j in float_outs]
+
+    try:
+        return (_pullback(pick(bucket_program, padded), [padded[i] for i in floats], cts_b),
+                _pullback(pick(call_ref, xs), [xs[i] for i in floats], cts_r))
+    except Exception as exc:  # a while_loop, a custom_vjp without a rule: outputs only
+        _once(_SKIPPED.format(function=function, why=f"JAX cannot take its VJP: {type(exc).__name__}"))
+        return None
 
 
 def _pullback(fun: Callable, primals: list, cts: list) -> Any:
