@@ -165,6 +165,17 @@ def _check(model: Model, plain: PlainModel, x: jax.Array) -> None:
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
 
 
+def _mutate_and_check(model: Model, plain: PlainModel, x: jax.Array, mutations: list) -> None:
+    """Each random in-place mutation of one of the model's lists or dicts (shared with its
+    plain twin), then every call form against plain jax.jit."""
+    for pick, op, value in mutations:
+        found = _containers(model, [])
+        if not found:
+            break
+        _mutate(found[pick % len(found)], op, value)
+        _check(model, plain, x)
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(a=_shapes, b=_shapes,
        mutations=st.lists(st.tuples(st.integers(0, 99), st.integers(0, 2), st.integers(-3, 3)), max_size=5))
@@ -176,12 +187,7 @@ def test_in_place_mutations_are_never_served_stale(a, b, mutations):
     model, plain = Model(oa, ob), PlainModel(pa, pb)
     x = jnp.arange(2, dtype=jnp.float32)
     _check(model, plain, x)
-    for pick, op, value in mutations:
-        found = _containers(model, [])
-        if not found:
-            break
-        _mutate(found[pick % len(found)], op, value)
-        _check(model, plain, x)
+    _mutate_and_check(model, plain, x, mutations)
 
 
 def test_a_mutated_list_deep_in_a_large_model_is_seen():
@@ -251,12 +257,7 @@ def test_large_models_agree_with_the_oracle(a, b, layer, mutations):
     x = jnp.arange(2, dtype=jnp.float32)
     for _ in range(USES):
         _check(model, plain, x)
-    for pick, op, value in mutations:
-        found = _containers(model, [])
-        if not found:
-            break
-        _mutate(found[pick % len(found)], op, value)
-        _check(model, plain, x)
+    _mutate_and_check(model, plain, x, mutations)
     new_pad = pad[:layer] + (Node1(_array(9)),) + pad[layer + 1:]
     replaced = sf.replace(model, a=(oa, new_pad))
     for _ in range(USES):
