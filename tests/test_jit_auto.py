@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import os
 import pickle
 import sys
 
@@ -282,9 +283,10 @@ def test_a_keyword_equal_to_its_default_keys_as_the_default():
     assert traces[0] == 2
 
 
-def test_a_hit_is_one_python_frame():
-    """A hit runs one Python frame of staticfield's and no other Python call, whatever the
-    mix of arrays, Python atoms, functions, containers and non-array outputs."""
+def test_a_hit_is_two_python_frames():
+    """A hit runs two Python frames of staticfield's (the call and its shape's hit function)
+    and no other Python call, whatever the mix of arrays, Python atoms, functions,
+    containers and non-array outputs."""
 
     def step(x, n, flag, mode, fn, cfg):
         return fn(x) * n * cfg["scale"] if flag else x, {"mode": mode, "n": n}
@@ -297,7 +299,7 @@ def test_a_hit_is_one_python_frame():
 
     def profile(frame, event, arg):
         if event == "call":
-            frames.append(frame.f_code.co_filename)
+            frames.append((os.path.basename(frame.f_code.co_filename), frame.f_code.co_name))
 
     gc.collect()  # a collection during the loop may run other objects' finalizers: not a hit's calls
     gc.disable()
@@ -308,7 +310,9 @@ def test_a_hit_is_one_python_frame():
     finally:
         sys.setprofile(None)
         gc.enable()
-    assert len(frames) == 100 and all(name.endswith("_auto.py") for name in frames), frames[:5]
+    assert len(frames) == 200, frames[:5]
+    assert set(frames[0::2]) == {("_auto.py", "__call__")} and len(set(frames[1::2])) == 1, frames[:5]
+    assert frames[1][0] == "_auto_hit.py", frames[:5]
     assert f.compile_count == 1
 
 

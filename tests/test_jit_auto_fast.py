@@ -13,6 +13,8 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import staticfield as sf
 
@@ -80,15 +82,23 @@ def _frames(f: Callable[..., Any], *args: Any, **kwargs: Any) -> list[str]:
     return frames
 
 
+def _only_the_hit(frames: list[str]) -> bool:
+    """Whether 50 calls ran the hit's two frames each (the call, its shape's hit function)
+    and nothing else: no library's flatten, no lookup of another shape, no miss."""
+    names = [name.rsplit("/", 1)[-1] for name in frames]
+    return (len(names) == 100 and set(names[0::2]) == {"_auto.py:__call__"}
+            and set(names[1::2]) <= {"_auto_hit.py:hit", "_auto_hit.py:hit_keyed"})
+
+
 def test_a_hit_on_a_python_flattened_object_runs_no_python_flatten():
     """A frozen object whose classes JAX flattens by calling Python (nested, holding floats,
-    a function and a bool) costs a hit no Python call but staticfield's one frame."""
+    a function and a bool) costs a hit no Python call but staticfield's two frames."""
     f = sf.jit(lambda x, node, n: node.k[1](x) * node.k[0] * n if node.extra.k else x, static="auto")
     node = Node((2.0, jnp.sin), Node(True))
     for _ in range(3):
         f(X, node, 3)
     frames = _frames(f, X, node, 3)
-    assert len(frames) == 50 and all(name.split(":")[0].endswith("_auto.py") for name in frames), frames[:5]
+    assert _only_the_hit(frames), frames[:5]
     assert f.compile_count == 1
 
 
@@ -122,7 +132,7 @@ def test_an_equinox_module_hit_runs_no_python_flatten():
     for _ in range(3):
         f(X, solver, max_steps=4)
     frames = _frames(f, X, solver, max_steps=4)
-    assert len(frames) == 50 and all(name.split(":")[0].endswith("_auto.py") for name in frames), frames[:5]
+    assert _only_the_hit(frames), frames[:5]
     assert f.compile_count == 1
     assert jnp.allclose(f(X, Solver(rtol=2e-3), max_steps=4), 2.0 * 2e-3 * 4)
     assert f.compile_count == 2
@@ -184,7 +194,7 @@ def test_equal_fresh_objects_share_a_program():
 def test_a_hits_non_array_outputs_are_the_objects_returned_in_fresh_containers():
     """A hit served from C++ gives back the output as the function returned it: the very
     objects for its non-array leaves, new containers around them (changing one returned
-    output never changes the next), and no Python call but staticfield's one frame."""
+    output never changes the next), and no Python call but staticfield's two frames."""
 
     def step(x, n, fn):
         return {"y": fn(x) * n, "n": n, "fn": fn, "pair": (n, [fn])}
@@ -199,7 +209,7 @@ def test_a_hits_non_array_outputs_are_the_objects_returned_in_fresh_containers()
     assert again["n"] == 3 and again["pair"] == (3, [jnp.sin]) and again is not out
     assert jnp.allclose(again["y"], jnp.sin(X) * 3)
     frames = _frames(f, X, 3, jnp.sin)
-    assert len(frames) == 50 and all(name.split(":")[0].endswith("_auto.py") for name in frames), frames[:5]
+    assert _only_the_hit(frames), frames[:5]
 
 
 def test_an_object_of_the_same_class_holding_an_array_is_never_served_by_identity():
@@ -300,3 +310,50 @@ def test_an_object_called_once_is_not_kept_alive():
     del node
     gc.collect()
     assert ref() is None
+
+
+def _shapes_in_turn():
+    """``f(x, n, m=5, *, node=None)`` and the outputs that tell which program ran: the
+    statics' types and values come back as they were passed."""
+
+    def f(x, n, m=5, *, node=None):
+        k = 0.0 if node is None else node.k[0]
+        return x * n + m + k, (type(n).__name__, n, m, None if node is None else node.k)
+
+    return f
+
+
+def test_calls_of_several_shapes_in_turn_each_run_their_own_program():
+    """The hit function of the shape served last reads another shape's call with its own
+    getters: ``f(x, 3, 7)`` read as ``f(x, 3)`` keys ``3`` alike. Each must still run the
+    program of its own arguments, whichever shape came before."""
+    f = sf.jit(_shapes_in_turn(), static="auto", warn_compiles=None)
+    node = Node((2.0,))
+    calls = [(X, 3), (X, 3, 7), (X, 3, 5), (X, 3.0), (X, True), (X, 3), (X, 3, 7), (X, 3, 7)]
+    for _ in range(3):
+        for args in calls:
+            for kwargs in ({}, {"node": node}):
+                out, statics = f(*args, **kwargs)
+                want, want_statics = _shapes_in_turn()(*args, **kwargs)
+                assert statics == want_statics and type(statics[1]) is type(want_statics[1]), (args, kwargs)
+                assert jnp.array_equal(out, want), (args, kwargs)
+    assert f.compile_count == 8  # (3) and (3, 5) (the default), (3, 7), (3.0), (True): with and without node
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([1, True, 1.0, 2, -0.0, 0.0]), st.sampled_from([None, 5, 7, 5.0]),
+                          st.booleans()), min_size=1, max_size=24))
+def test_a_hit_always_runs_the_program_its_arguments_select(calls):
+    """Property: whatever the order of call shapes and statics (``1``, ``True`` and ``1.0``
+    are three values; ``-0.0`` and ``0.0`` two), each call's outputs equal the function
+    run without jit: the hit paths never serve another key's program."""
+    fn = _shapes_in_turn()
+    f = sf.jit(fn, static="auto", warn_compiles=None)
+    node = Node((0.5,))
+    for n, m, with_node in calls * 2:
+        args = (X, n) if m is None else (X, n, m)
+        kwargs = {"node": node} if with_node else {}
+        out, statics = f(*args, **kwargs)
+        want, want_statics = fn(*args, **kwargs)
+        assert repr(statics) == repr(want_statics), (args, kwargs)
+        assert jnp.array_equal(out, want), (args, kwargs)

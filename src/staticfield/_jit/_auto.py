@@ -8,10 +8,12 @@ non-array leaf below a field of a ``check=False`` class, however deep, is static
 Outputs come back as the function returned them: arrays as arrays, every other leaf as
 the very object. A keyword argument equal to its default keys as the default.
 
-A hit is one Python frame (``AutoJit.__call__``): JAX's C flatten of the call, the
-call's shape (treedef and leaf types) and its static values looked up with C-level
-getters (``_auto_plan.Shape``), then the variant's C++ front with the traced leaves.
-Everything else (binding to the signature, which leaves are static, the variant) is
+A hit is two Python frames: ``AutoJit.__call__`` and the hit function of the call shape
+served last (``_auto_hit``): the call flattened with builtin containers only, one tuple
+key (that shape, its static values by C-level getters, frozen objects by id:
+``_auto_fast``) and the variant's C++ front with the traced leaves. A call of another
+shape takes ``_general``: its own shape's lookup, or JAX's flatten and ``_auto_plan.Shape``'s
+lookup. Everything else (binding to the signature, which leaves are static, the variant) is
 decided on a miss, by ``_auto_plan``, and the engine counts, explains and stores the
 variant's programs as for any ``sf.jit``.
 """
@@ -28,6 +30,7 @@ import jax
 
 from ._args import qualname, wrong_call
 from ._auto_fast import Fast, bare_flatten as _bare, make_fast
+from ._auto_hit import hit_function
 from ._auto_plan import Restore, Shape, make_shape
 from ._compiled import Lowered
 from ._agreement import ahead
@@ -65,6 +68,7 @@ class AutoJit:
         object.__setattr__(self, "_shapes", {})  # (treedef, leaf types) -> Shape
         object.__setattr__(self, "_fast", {})  # (bare treedef, leaf types) -> Fast, or None
         object.__setattr__(self, "_bare_on", False)  # whether any call shape has a Fast
+        object.__setattr__(self, "_hit", AutoJit._general)  # (owner, args, kwargs) -> output
         object.__setattr__(self, "_lock", threading.Lock())
         for name in functools.WRAPPER_ASSIGNMENTS:
             if hasattr(fn, name):
@@ -74,45 +78,49 @@ class AutoJit:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
-            fast = None
-            if self._bare_on:  # some call shape of this function is keyed without JAX's flatten
-                bare, bare_treedef = _bare((args, kwargs))  # C only: a library's pytree is one leaf here
-                fast = self._fast.get((bare_treedef, *map(type, bare)), _UNDECIDED)
-                if fast.__class__ is Fast:
-                    try:  # the identity's cheaper spellings, as Fast.lookup spells them (see _auto_fast)
-                        if fast.simple:
-                            front = fast.fronts.get((fast.key(bare), *map(id, fast.objects(bare))))
-                        else:
-                            front = fast.fronts.get((fast.key(bare), fast.pack(*fast.floats(bare)),
-                                                     *map(leaf_key, fast.strict(bare)),
-                                                     *map(id, fast.objects(bare))))
-                    except Exception:  # noqa: BLE001 - an unhashable or odd static: the full path
-                        front = None
-                    if front is not None:
-                        out = front(*fast.dynamic(bare))  # from C++: as the function returned it
-                        return out.value() if out.__class__ is Restore else out
-                elif fast is _UNDECIDED:  # a new bare shape: the full path decides it
-                    return self._full(args, kwargs, bare, bare_treedef)
-            leaves, treedef = _flatten((args, kwargs))
-            try:
-                shape = self._shapes[treedef, tuple(map(type, leaves))]
-                key = shape.key(leaves)
-                if shape.floats is not None:
-                    key = (key, shape.pack(*shape.floats(leaves)))
-                if shape.strict is not None:
-                    key = (key, tuple(map(leaf_key, shape.strict(leaves))))
-                front = shape.fronts[key]
-            except Exception:  # noqa: BLE001 - a new shape or key, an unhashable or odd static: the miss
-                front = None
-            if front is None:  # (outside the except: the user's errors carry no lookup as context)
-                return self._full(args, kwargs) if fast is None else self._full(args, kwargs, bare, bare_treedef)
-            out = front(*shape.dynamic(leaves))
-            if fast is not None:  # objects the bare lookup did not know: met twice, it keeps them
-                fast.learn(shape, bare, leaves, front)
-            return out.value() if out.__class__ is Restore else out
+            return self._hit(self, args, kwargs)  # _auto_hit's for the shape served last, else _general
         except Exception as exc:
             hide(exc)
             raise
+
+    def _general(self, args: tuple, kwargs: dict, bare: list | None = None, bare_treedef: Any = None) -> Any:
+        """A call that the hit function of the shape served last did not serve: its own
+        bare shape's lookup (which then serves the next hit), JAX's flatten and the full
+        shape's lookup, or the miss."""
+        fast = None
+        if self._bare_on:  # some call shape of this function is keyed without JAX's flatten
+            if bare is None:
+                bare, bare_treedef = _bare((args, kwargs))  # C only: a library's pytree is one leaf here
+            fast = self._fast.get((bare_treedef, *map(type, bare)), _UNDECIDED)
+            if fast.__class__ is Fast:
+                try:  # the identity's cheaper spellings (see _auto_fast)
+                    front = fast.fronts.get(fast.lookup(bare))
+                except Exception:  # noqa: BLE001 - an unhashable or odd static: the full path
+                    front = None
+                if front is not None:
+                    if fast.hit is not None:
+                        object.__setattr__(self, "_hit", fast.hit)
+                    out = front(*fast.dynamic(bare))
+                    return out.value() if out.__class__ is Restore else out
+            elif fast is _UNDECIDED:  # a new bare shape: the full path decides it
+                return self._full(args, kwargs, bare, bare_treedef)
+        leaves, treedef = _flatten((args, kwargs))
+        try:
+            shape = self._shapes[treedef, tuple(map(type, leaves))]
+            key = shape.key(leaves)
+            if shape.floats is not None:
+                key = (key, shape.pack(*shape.floats(leaves)))
+            if shape.strict is not None:
+                key = (key, tuple(map(leaf_key, shape.strict(leaves))))
+            front = shape.fronts[key]
+        except Exception:  # noqa: BLE001 - a new shape or key, an unhashable or odd static: the miss
+            front = None
+        if front is None:  # (outside the except: the user's errors carry no lookup as context)
+            return self._full(args, kwargs) if fast is None else self._full(args, kwargs, bare, bare_treedef)
+        out = front(*shape.dynamic(leaves))
+        if fast is not None:  # objects the bare lookup did not know: met twice, it keeps them
+            self._keep(fast, shape, bare, leaves, front)
+        return out.value() if out.__class__ is Restore else out
 
     def _full(self, args: tuple, kwargs: dict, bare: list | None = None, bare_treedef: Any = None) -> Any:
         """A call the hit lookups did not serve: JAX's flatten of the whole call, its shape's
@@ -149,12 +157,21 @@ class AutoJit:
             fast = self._fast.get(found, _UNDECIDED)
             if fast is _UNDECIDED:
                 with self._lock:
-                    fast = self._fast.setdefault(found, make_fast(shape, bare, leaves))  # None: the full path
+                    fast = self._fast.setdefault(found, make_fast(shape, bare, leaves, bare_treedef))  # None: the full path
             if fast is not None:
-                fast.learn(shape, bare, leaves, front)
+                self._keep(fast, shape, bare, leaves, front)
                 object.__setattr__(self, "_bare_on", True)
         except Exception:  # noqa: BLE001 - a key that cannot be hashed, an object that refuses a look
             return
+
+    def _keep(self, fast: Fast, shape: Shape, bare: list, leaves: list, front: Any) -> None:
+        """``fast`` keeps this call's front where it can (``Fast.learn``); once it holds
+        one, its hit function serves the next call."""
+        fast.learn(shape, bare, leaves, front)
+        if fast.fronts:
+            if fast.hit is None:
+                fast.hit = hit_function(fast, AutoJit._general)
+            object.__setattr__(self, "_hit", fast.hit)
 
     # ----- the miss ------------------------------------------------------------------------
     def _shape(self, args: tuple, kwargs: dict, leaves: list, treedef: Any) -> Shape:

@@ -127,18 +127,20 @@ class Fast:
     ``leaf_key``), ``objects`` (by ``id``, held in ``held``), ``dynamic`` (the traced
     leaves in canonical order); ``fronts`` maps the key to the variant's C++ front."""
 
-    __slots__ = ("plan", "simple", "key", "floats", "pack", "strict", "objects", "dynamic", "fronts", "held", "seen",
-                 "lock")
+    __slots__ = ("plan", "prefix", "simple", "key", "floats", "pack", "strict", "objects", "dynamic", "fronts",
+                 "held", "seen", "lock", "hit")
 
     def lookup(self, leaves: list) -> Any:
-        """The key ``fronts`` is looked up by, spelled exactly as the hit path spells it
-        (``AutoJit.__call__``): one flat tuple, the ids last; ``None`` where it must not be
-        kept: a NaN (its calls take the full path, keyed by the identity)."""
+        """The key ``fronts`` is looked up by, spelled exactly as the hit paths spell it
+        (``_auto_hit``): one flat tuple, the bare shape first (its treedef, each leaf's
+        type: so that a lookup made with another shape's getters never finds this shape's
+        fronts), the ids last; ``None`` where it must not be kept: a NaN (its calls take
+        the full path, keyed by the identity)."""
         if any(x != x for x in self.floats(leaves)):
             return None
         if self.simple:
-            return (self.key(leaves), *map(id, self.objects(leaves)))
-        return (self.key(leaves), self.pack(*self.floats(leaves)), *map(leaf_key, self.strict(leaves)),
+            return (*self.prefix, self.key(leaves), *map(id, self.objects(leaves)))
+        return (*self.prefix, self.key(leaves), self.pack(*self.floats(leaves)), *map(leaf_key, self.strict(leaves)),
                 *map(id, self.objects(leaves)))
 
     def learn(self, shape: Shape, leaves: list, full: list, front: Any) -> None:
@@ -167,7 +169,7 @@ class Fast:
                     self.seen[id(obj)] = weakref.ref(obj)
         if not met:
             return
-        this = make_fast(shape, leaves, full)
+        this = make_fast(shape, leaves, full, self.prefix[0])
         if this is None or this.plan != self.plan:
             return
         key = self.lookup(leaves)
@@ -182,10 +184,10 @@ class Fast:
             self.fronts[key] = front
 
 
-def make_fast(shape: Shape, leaves: list, full: list) -> Fast | None:
-    """The bare shape's ``Fast``, from a call's bare ``leaves`` and its ``full`` leaves (JAX's
-    flatten, which ``shape`` was decided from); ``None`` where a bare leaf is an object
-    that may change, or holds an array or a traced leaf."""
+def make_fast(shape: Shape, leaves: list, full: list, bare_treedef: Any) -> Fast | None:
+    """The bare shape's ``Fast``, from a call's bare ``leaves`` and ``bare_treedef`` and its
+    ``full`` leaves (JAX's flatten, which ``shape`` was decided from); ``None`` where a bare
+    leaf is an object that may change, or holds an array or a traced leaf."""
     mask_of = {src: m for src, m in zip(shape.sources, shape.mask) if src.__class__ is int}
     bare_of: dict[int, int] = {}  # a full leaf's index -> its bare index (for the traced ones)
     plain, floats, strict, objects = [], [], [], []
@@ -220,6 +222,7 @@ def make_fast(shape: Shape, leaves: list, full: list) -> Fast | None:
     if any(src.__class__ is not int or src not in bare_of for src in traced):
         return None  # pragma: no cover
     fast = Fast()
+    fast.prefix = (bare_treedef, *map(type, leaves))
     fast.plan = (tuple(plain), tuple(floats), tuple(strict), tuple(objects), tuple(bare_of[src] for src in traced))
     fast.simple = not floats and not strict  # the key: the == statics, then the ids
     fast.key = len if not plain else operator.itemgetter(*plain)
@@ -227,5 +230,6 @@ def make_fast(shape: Shape, leaves: list, full: list) -> Fast | None:
     fast.strict, fast.objects = _getter(strict), _getter(objects)
     fast.dynamic = _getter([bare_of[src] for src in traced])
     fast.fronts, fast.held, fast.seen, fast.lock = {}, {}, {}, threading.Lock()
+    fast.hit = None  # the hit function made for this shape (_auto_hit), once it has a front
     return fast
 
