@@ -98,7 +98,7 @@ class AutoJit:
                 except Exception:  # noqa: BLE001 - an unhashable or odd static: the full path
                     front = None
                 if front is not None:
-                    if fast.hit is not None:
+                    if fast.hit:  # its generated hit serves the next call
                         object.__setattr__(self, "_hit", fast.hit)
                     out = front(*fast.dynamic(bare))
                     return out.value() if out.__class__ is Restore else out
@@ -119,7 +119,7 @@ class AutoJit:
             return self._full(args, kwargs) if fast is None else self._full(args, kwargs, bare, bare_treedef)
         out = front(*shape.dynamic(leaves))
         if fast is not None:  # objects the bare lookup did not know: met twice, it keeps them
-            self._keep(fast, shape, bare, leaves, front)
+            self._keep(fast, shape, bare, leaves, front, args, kwargs)
         return out.value() if out.__class__ is Restore else out
 
     def _full(self, args: tuple, kwargs: dict, bare: list | None = None, bare_treedef: Any = None) -> Any:
@@ -157,21 +157,23 @@ class AutoJit:
             fast = self._fast.get(found, _UNDECIDED)
             if fast is _UNDECIDED:
                 with self._lock:
-                    fast = self._fast.setdefault(found, make_fast(shape, bare, leaves, bare_treedef))  # None: the full path
+                    fast = self._fast.setdefault(found, make_fast(shape, bare, leaves))  # None: the full path
             if fast is not None:
-                self._keep(fast, shape, bare, leaves, front)
+                self._keep(fast, shape, bare, leaves, front, args, kwargs)
                 object.__setattr__(self, "_bare_on", True)
         except Exception:  # noqa: BLE001 - a key that cannot be hashed, an object that refuses a look
             return
 
-    def _keep(self, fast: Fast, shape: Shape, bare: list, leaves: list, front: Any) -> None:
+    def _keep(self, fast: Fast, shape: Shape, bare: list, leaves: list, front: Any, args: tuple,
+              kwargs: dict) -> None:
         """``fast`` keeps this call's front where it can (``Fast.learn``); once it holds
-        one, its hit function serves the next call."""
+        one, its generated hit (made once, from this call) serves the next call."""
         fast.learn(shape, bare, leaves, front)
         if fast.fronts:
             if fast.hit is None:
-                fast.hit = hit_function(fast, AutoJit._general)
-            object.__setattr__(self, "_hit", fast.hit)
+                fast.hit = hit_function(fast, args, kwargs, bare, AutoJit._general) or False
+            if fast.hit:
+                object.__setattr__(self, "_hit", fast.hit)
 
     # ----- the miss ------------------------------------------------------------------------
     def _shape(self, args: tuple, kwargs: dict, leaves: list, treedef: Any) -> Shape:

@@ -30,7 +30,7 @@ The first call of a bare shape decides its ``Fast``; where that call cannot be k
 way (``make_fast`` returns ``None``), the shape takes the full path: JAX's flatten of the
 whole call and ``Shape``'s lookup, as before.
 
-Imports: ``_core`` (the identity, the registry of ``sf`` classes), ``_auto_plan``.
+Imports: ``_core`` (the identity, the registry of ``sf`` classes, code generation), ``_auto_plan``.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from typing import Any
 import jax
 
 from .._core._frozendict import FrozenDict
+from .._core._gen import compile_functions
 from .._core._identity import exact_eq, keyed_by_object, leaf_key
 from .._core._registry import SPECS
 from ._auto_plan import TRACED, Shape, _getter, floats_key, traced_kind
@@ -127,21 +128,16 @@ class Fast:
     ``leaf_key``), ``objects`` (by ``id``, held in ``held``), ``dynamic`` (the traced
     leaves in canonical order); ``fronts`` maps the key to the variant's C++ front."""
 
-    __slots__ = ("plan", "prefix", "simple", "key", "floats", "pack", "strict", "objects", "dynamic", "fronts",
-                 "held", "seen", "lock", "hit")
+    __slots__ = ("plan", "simple", "key", "floats", "pack", "strict", "objects", "dynamic", "key_source", "keyof",
+                 "fronts", "held", "seen", "lock", "hit")
 
     def lookup(self, leaves: list) -> Any:
-        """The key ``fronts`` is looked up by, spelled exactly as the hit paths spell it
-        (``_auto_hit``): one flat tuple, the bare shape first (its treedef, each leaf's
-        type: so that a lookup made with another shape's getters never finds this shape's
-        fronts), the ids last; ``None`` where it must not be kept: a NaN (its calls take
-        the full path, keyed by the identity)."""
+        """The key ``fronts`` is looked up by: ``keyof``, compiled from ``key_source``, the
+        one spelling the generated hit (``_auto_hit``) compiles too; ``None`` where it must
+        not be kept: a NaN (its calls take the full path, keyed by the identity)."""
         if any(x != x for x in self.floats(leaves)):
             return None
-        if self.simple:
-            return (*self.prefix, self.key(leaves), *map(id, self.objects(leaves)))
-        return (*self.prefix, self.key(leaves), self.pack(*self.floats(leaves)), *map(leaf_key, self.strict(leaves)),
-                *map(id, self.objects(leaves)))
+        return self.keyof(leaves)
 
     def learn(self, shape: Shape, leaves: list, full: list, front: Any) -> None:
         """Keep ``front`` for this call's key, holding the objects its ids stand for (a key
@@ -169,7 +165,7 @@ class Fast:
                     self.seen[id(obj)] = weakref.ref(obj)
         if not met:
             return
-        this = make_fast(shape, leaves, full, self.prefix[0])
+        this = make_fast(shape, leaves, full)
         if this is None or this.plan != self.plan:
             return
         key = self.lookup(leaves)
@@ -184,10 +180,10 @@ class Fast:
             self.fronts[key] = front
 
 
-def make_fast(shape: Shape, leaves: list, full: list, bare_treedef: Any) -> Fast | None:
-    """The bare shape's ``Fast``, from a call's bare ``leaves`` and ``bare_treedef`` and its
-    ``full`` leaves (JAX's flatten, which ``shape`` was decided from); ``None`` where a bare
-    leaf is an object that may change, or holds an array or a traced leaf."""
+def make_fast(shape: Shape, leaves: list, full: list) -> Fast | None:
+    """The bare shape's ``Fast``, from a call's bare ``leaves`` and its ``full`` leaves (JAX's
+    flatten, which ``shape`` was decided from); ``None`` where a bare leaf is an object
+    that may change, or holds an array or a traced leaf."""
     mask_of = {src: m for src, m in zip(shape.sources, shape.mask) if src.__class__ is int}
     bare_of: dict[int, int] = {}  # a full leaf's index -> its bare index (for the traced ones)
     plain, floats, strict, objects = [], [], [], []
@@ -222,14 +218,28 @@ def make_fast(shape: Shape, leaves: list, full: list, bare_treedef: Any) -> Fast
     if any(src.__class__ is not int or src not in bare_of for src in traced):
         return None  # pragma: no cover
     fast = Fast()
-    fast.prefix = (bare_treedef, *map(type, leaves))
     fast.plan = (tuple(plain), tuple(floats), tuple(strict), tuple(objects), tuple(bare_of[src] for src in traced))
     fast.simple = not floats and not strict  # the key: the == statics, then the ids
     fast.key = len if not plain else operator.itemgetter(*plain)
     fast.floats, fast.pack = _getter(floats), floats_key(len(floats))
     fast.strict, fast.objects = _getter(strict), _getter(objects)
     fast.dynamic = _getter([bare_of[src] for src in traced])
+    fast.key_source = KEY_SIMPLE if fast.simple else KEY_KEYED
+    fast.keyof = compile_functions(["def keyof(bare):", f"    return {fast.key_source}"], ["keyof"],
+                                   key_namespace(fast), what="static=\"auto\" key")["keyof"]
     fast.fronts, fast.held, fast.seen, fast.lock = {}, {}, {}, threading.Lock()
-    fast.hit = None  # the hit function made for this shape (_auto_hit), once it has a front
+    fast.hit = None  # the generated hit function of this shape (_auto_hit), once it has a front
     return fast
+
+
+# The key of a bare call's leaves ``bare``, one flat tuple (the statics ``==`` keys, the
+# floats' bits, the identity's keys, the objects' ids last), in the names of
+# ``key_namespace``: ``Fast.keyof`` and the generated hit compile this one spelling.
+KEY_SIMPLE = "(key(bare), *map(id, objects(bare)))"
+KEY_KEYED = "(key(bare), pack(*floats(bare)), *map(leaf_key, strict(bare)), *map(id, objects(bare)))"
+
+
+def key_namespace(fast: Fast) -> dict[str, Any]:
+    return {"key": fast.key, "pack": fast.pack, "floats": fast.floats, "strict": fast.strict,
+            "objects": fast.objects, "leaf_key": leaf_key}
 
