@@ -79,12 +79,12 @@ def test_every_target_is_reported(smoke):
     targets = data["targets"]
     # 19, the restart case's (on a CPU nine: per model the store's own work for each trust
     # mode and trust="trace" against JAX's cache; elsewhere six: the ratios), shape buckets'
-    # four (compiles, a hit, the first call ever and a new bucket's first call), warm-up's
+    # six (compiles, a hit, and for two models the first call ever and a new bucket's), warm-up's
     # one, the hit-path case's nine (eight call forms, 1000 variants / 1) and its deps="read"
     # static-argument form, the agreement check's one, deps="read" reuse for a new key (two
     # forms), static="auto"'s two and the large model's two (obj.method, sf.jit)
     restart = 9 if data["machine"]["backend"] == "cpu" else 6
-    assert len(targets) == 39 + restart
+    assert len(targets) == 41 + restart
     for t in targets:
         assert t["status"] in {"PASS", "FAIL", "SKIP"}
         assert (t["ratio"] is None) == (t["status"] == "SKIP")
