@@ -64,22 +64,28 @@ _calls = st.tuples(st.lists(_trees(), max_size=3).map(tuple),
                    st.dictionaries(st.sampled_from(["k1", "k2"]), _trees(), max_size=2))
 
 
-def _swap(tree: Any, swaps: dict[int, int]) -> Any:
-    """``tree`` with each leaf ``LEAVES[i]`` replaced by ``LEAVES[swaps[i]]``: a call of the
-    same structure whose leaves may differ in class (``1``, ``True``, ``1.0``), value or shape."""
+def _swap(tree: Any, swaps: dict[int, int], kinds: dict[type, type]) -> Any:
+    """``tree`` with each leaf ``LEAVES[i]`` replaced by ``LEAVES[swaps[i]]`` and each container
+    of a class in ``kinds`` remade as the class it maps to (a tuple as a list or a named
+    tuple, and back): a call of a related structure whose leaves may differ in class
+    (``1``, ``True``, ``1.0``), value or shape."""
     if tree is None:
         return None
-    if type(tree) in (tuple, list):
-        return type(tree)(_swap(t, swaps) for t in tree)
-    if type(tree) is Pair:
-        return Pair(*(_swap(t, swaps) for t in tree))
+    if type(tree) in (tuple, list, Pair):
+        items = [_swap(t, swaps, kinds) for t in tree]
+        kind = kinds.get(type(tree), type(tree))
+        if kind is Pair and len(items) != 2:
+            kind = type(tree)
+        return Pair(*items) if kind is Pair else kind(items)
     if type(tree) is dict:
-        return {k: _swap(v, swaps) for k, v in tree.items()}
+        return {k: _swap(v, swaps, kinds) for k, v in tree.items()}
     i = next(i for i, leaf in enumerate(LEAVES) if leaf is tree)
     return LEAVES[swaps.get(i, i)]
 
 
-_swaps = st.dictionaries(st.integers(0, len(LEAVES) - 1), st.integers(0, len(LEAVES) - 1), max_size=4)
+_swaps = st.tuples(
+    st.dictionaries(st.integers(0, len(LEAVES) - 1), st.integers(0, len(LEAVES) - 1), max_size=4),
+    st.dictionaries(st.sampled_from([tuple, list, Pair]), st.sampled_from([tuple, list, Pair]), max_size=2))
 
 
 @settings(max_examples=80, deadline=None)
@@ -92,7 +98,7 @@ def test_each_call_runs_its_own_program_whatever_came_before(shapes, order):
     dict key, a named tuple, a tuple subclass), in any order, each return what the
     function returns run without jit."""
     f = sf.jit(_report, static="auto", warn_compiles=None)
-    calls = [_swap(shapes[i % len(shapes)], swaps) for i, swaps in order]
+    calls = [_swap(shapes[i % len(shapes)], *swaps) for i, swaps in order]
     for args, kwargs in calls * 3:  # three rounds: the generated hits serve the later ones
         total, said = f(*args, **kwargs)
         want_total, want_said = _report(*args, **kwargs)

@@ -4,15 +4,13 @@ A hit of ``sf.jit(fn, static="auto")`` is ``AutoJit.__call__`` and the function 
 here for the bare call shape (``_auto_fast.Fast``) served last. Where JAX's bare flatten
 would walk the call and build a treedef for the lookup to hash, the generated code reads
 the call's containers in place, checking what the bare treedef and the leaf types say:
-each container's exact class (``tuple``, ``list``, ``dict``; ``None``), its length, a
+each container's exact class (``tuple``, ``list``, a named tuple, ``dict``; ``None``), its length, a
 dict's keys (read in JAX's sorted order), each leaf's exact class. A call that passes
 these checks has this shape's bare treedef and leaf types, so the shape's own key
 (``Fast.key_source``, the one spelling ``Fast.keyof`` compiles too) and its fronts apply;
 every other call, and a key not found, goes to ``fallback`` (its own shape's lookup, or
 the miss). Nothing is decided on the hit.
 
-Only the builtin containers are read in place; a call shape holding another node of the
-bare registry (a named tuple) gets no generated hit and takes ``fallback`` each time.
 The generated code is checked once, on the call it is made from: it must read exactly
 the leaves JAX's bare flatten found, in order, or it is not used. Nor is it made for a call
 of more than ``MAX_LEAVES`` leaves.
@@ -31,6 +29,11 @@ from ._auto_out import Restore
 Fallback = Callable[[Any, tuple, dict], Any]  # (owner, args, kwargs) -> output
 _MISSING = object()  # a dict key the call does not have: no leaf class is its class
 MAX_LEAVES = 256  # past that, JAX's C flatten reads a call faster than generated Python would
+
+
+def _named_tuple(t: type) -> bool:
+    """A named tuple class whose items unpack as JAX reads them (no ``__iter__`` of its own)."""
+    return issubclass(t, tuple) and hasattr(t, "_fields") and t.__iter__ is tuple.__iter__ and t.__len__ is tuple.__len__
 
 
 class _Reader:
@@ -60,16 +63,14 @@ class _Reader:
         if value is None:
             self.lines.append(f"if {var} is not None: return miss(owner, args, kwargs)")
             return True
-        if t is tuple or t is list:
-            self.lines.append(f"if type({var}) is not {t.__name__} or len({var}) != {len(value)}: "
+        if t is tuple or t is list or _named_tuple(t):
+            self.lines.append(f"if type({var}) is not {self._const(t)} or len({var}) != {len(value)}: "
                               "return miss(owner, args, kwargs)")
             return self.items(var, list(value))
         if t is dict:
             self.lines.append(f"if type({var}) is not dict or len({var}) != {len(value)}: "
                               "return miss(owner, args, kwargs)")
             return self._keys(var, value)
-        if isinstance(value, tuple) and hasattr(t, "_fields"):  # a named tuple: a node, not read here
-            return False
         self.names.append(var)
         self.values.append(value)
         return True
