@@ -26,10 +26,11 @@ JAX's ``_DimExpr`` (named in ``_core._compat``), installed once, inert outside a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import jax
 
@@ -91,20 +92,24 @@ def where(frame: Any) -> str:
 class Guard(NamedTuple):
     """A comparison the user's code made, answered False for the symbol: the program holds
     for a count ``c`` only where ``expr`` (a ``_DimExpr`` in ``n``, or its text) is not 0
-    at ``c``."""
+    at ``c``. ``equal``: answered True by the symbol's constraint (the count a multiple of
+    the devices a ``shard_map`` splits the rows over: ``x.shape[0] % 2 == 0``), so the
+    program holds only where ``expr`` is 0 (its text starts with ``=``)."""
 
     expr: Any
     line: str
+    equal: bool = False
 
     def holds(self, count: int) -> bool:
-        expr = self.expr
+        expr, equal = self.expr, self.equal
         if isinstance(expr, str):  # from a program store: parse it again
-            expr = jax.export.symbolic_shape(expr)[0]
+            equal = equal or expr.startswith("=")
+            expr = jax.export.symbolic_shape(expr.lstrip("="))[0]
         value = expr._evaluate({NAME: count}) if not isinstance(expr, int) else expr
-        return int(value) != 0
+        return (int(value) == 0) if equal else (int(value) != 0)
 
     def text(self) -> str:
-        return str(self.expr)
+        return ("=" if self.equal else "") + str(self.expr)
 
 
 class Recorder:
@@ -127,15 +132,15 @@ def _install() -> None:
 
         def record(self: Any, other: Any, answer: bool, frame: Any) -> None:
             rec = getattr(_LOCAL, "recorder", None)
-            if rec is None or answer or getattr(self, "scope", None) is not rec.scope:
+            if rec is None or getattr(self, "scope", None) is not rec.scope:
                 return
             if not _users(frame):
                 return
             if not (isinstance(other, int) or getattr(other, "scope", None) is rec.scope):
                 return
-            diff = self - other
-            if not isinstance(diff, int):  # undecided: the guard is `diff != 0`
-                rec.guards.append(Guard(diff, where(frame)))
+            diff = self - other  # (answered True with a difference that is no number: by the
+            if not isinstance(diff, int):  # symbol's constraint, so the guard is `diff == 0`)
+                rec.guards.append(Guard(diff, where(frame), bool(answer)))
 
         def __eq__(self: Any, other: Any) -> bool:  # noqa: N807
             answer = eq(self, other)
@@ -158,10 +163,30 @@ def _install() -> None:
             return hash_(self)
 
         cls.__eq__, cls.__ne__, cls.__hash__ = __eq__, __ne__, __hash__
+        if "__mod__" in vars(cls):
+            cls.__mod__ = _decided_mod(vars(cls)["__mod__"])
         for name in ("__int__", "__ge__", "__le__", "__gt__", "__lt__"):
             if name in vars(cls):
                 setattr(cls, name, _noting(vars(cls)[name]))
         _installed = True
+
+
+def _decided_mod(method: Any) -> Any:
+    """``n % k`` of the symbol, noting where the user's code got a number for it: decided by
+    the symbol's constraint (``symbol(k)``), a guard that holds only for counts with that
+    remainder."""
+
+    def __mod__(self: Any, other: Any) -> Any:  # noqa: N807
+        out = method(self, other)
+        rec = getattr(_LOCAL, "recorder", None)
+        if rec is not None and isinstance(out, int) and isinstance(other, int) and \
+                getattr(self, "scope", None) is rec.scope:
+            frame = sys._getframe(1)
+            if _users(frame):
+                rec.guards.append(Guard(f"=mod({self}, {other}) - {out}", where(frame)))
+        return out
+
+    return __mod__
 
 
 def _noting(method: Any) -> Any:
@@ -184,14 +209,33 @@ def _noting(method: Any) -> Any:
     return noted
 
 
-def symbol() -> Any:
-    """A fresh ``n`` (each in a scope of its own: ``n >= 1``, as JAX assumes)."""
-    return jax.export.symbolic_shape(NAME)[0]
+def symbol(multiple: int = 1) -> Any:
+    """A fresh ``n`` (each in a scope of its own: ``n >= 1``, as JAX assumes); with
+    ``multiple``, constrained to multiples of it (so that a ``shard_map`` may split the
+    rows over that many devices: its body's rows are then ``floordiv(n, k)``)."""
+    constraints = (f"mod({NAME}, {multiple}) == 0",) if multiple > 1 else ()
+    return jax.export.symbolic_shape(NAME, constraints=constraints)[0]
 
 
 def is_n(d: Any) -> bool:
-    """Whether the dimension ``d`` is the row count itself."""
-    return not isinstance(d, int) and str(d) == NAME
+    """Whether the dimension ``d`` is the row count itself (inside a ``shard_map`` body that
+    splits the rows: the rows of a device's shard, ``rows_as``)."""
+    return not isinstance(d, int) and str(d) == getattr(_ROWS, "dim", NAME)
+
+
+_ROWS = threading.local()  # .dim: the text of the row count where the analysis is now
+
+
+@contextlib.contextmanager
+def rows_as(dim: Any) -> Iterator[None]:
+    """The analysis of a ``shard_map`` body that splits the rows: its row count is ``dim``
+    (a device's shard of them)."""
+    outer = getattr(_ROWS, "dim", NAME)
+    _ROWS.dim = str(dim)
+    try:
+        yield
+    finally:
+        _ROWS.dim = outer
 
 
 def is_symbolic(d: Any) -> bool:
