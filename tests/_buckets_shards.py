@@ -157,12 +157,13 @@ def a_body_that_mixes_the_rows_of_its_shard_is_refused():
 
 @check
 def a_psum_over_the_row_axis_is_refused():
-    return refused(lambda a, w: jax.lax.psum(a, "d") @ w[0] @ w[1], "psum", "'d'")
+    return refused(lambda a, w: jax.lax.psum(a, "d") @ w[0] @ w[1], "psum", "mesh axis 'd', which splits the rows")
 
 
 @check
 def an_all_gather_over_the_row_axis_is_refused():
-    return refused(lambda a, w: jax.lax.all_gather(a, "d", tiled=True)[:a.shape[0]], "all_gather")
+    return refused(lambda a, w: jax.lax.all_gather(a, "d", tiled=True)[:a.shape[0]], "all_gather",
+                   "rows held by different devices")
 
 
 @check
