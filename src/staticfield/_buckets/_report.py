@@ -24,7 +24,7 @@ import jax
 import numpy as np
 from jax.extend.core import jaxpr_as_fun
 
-from .._core import _compat
+from .._core import _compat, _own
 from .._core._errors import StaticFieldWarning
 from ._errors import CHECK_FAILED, BucketCheckError, output_name
 from ._pad import valid_mask
@@ -130,7 +130,12 @@ class Reports:
     body: Callable
 
     def _check(self, given: tuple, result: Any, state: Any) -> None:
-        """``STATICFIELD_CHECK_BUCKETS=1``: the reference call, outputs and gradients compared."""
+        """``STATICFIELD_CHECK_BUCKETS=1``: the reference call, outputs and gradients compared
+        (staticfield's own work, ``_own``: its compiles are not the user's)."""
+        with _own.own():
+            self._checked(given, result, state)
+
+    def _checked(self, given: tuple, result: Any, state: Any) -> None:
         if any(isinstance(x, _compat.Tracer) for x in jax.tree_util.tree_leaves(result)) or state.program is None:
             return  # under a transformation: compared inside the program (``_inside``)
         rows, bucket = state.rows, state.bucket
