@@ -88,6 +88,21 @@ def row_split_mlp_equals_plain_jit():
 
 
 @check
+def rows_already_sharded_over_the_mesh():
+    """Device rows laid out over the same mesh axis (12 rows: 3 per device) go to bucket 16."""
+    from jax.sharding import NamedSharding
+
+    w = weights()
+    f = sf.jit(split(mlp), buckets={"x": 0})
+    for n in (12, 8, 4):
+        x = jax.device_put(rows(n), NamedSharding(MESH, P("d")))
+        same(f(x, w), jax.jit(mlp)(rows(n), w))
+        same(jax.grad(loss(f), argnums=(0, 1))(x, w), jax.grad(loss(jax.jit(mlp)), argnums=(0, 1))(rows(n), w))
+    assert sorted(f.buckets()) == [4, 8, 16], f.buckets()
+    return str(f.buckets())
+
+
+@check
 def a_first_call_whose_bucket_the_devices_do_not_divide():
     """2 rows first: bucket 2 cannot be split over 4 devices; the call runs in bucket 4."""
     w = weights()
@@ -95,6 +110,10 @@ def a_first_call_whose_bucket_the_devices_do_not_divide():
     for n in (2, 1, 3):
         same(f(rows(n), w), jax.jit(mlp)(rows(n), w))
     assert sorted(f.buckets()) == [4], f.buckets()
+    auto = sf.jit(split(mlp), buckets={"x": 0}, bucket_sizes="auto")  # its first size exact where it can be
+    for n in (5, 6, 8):
+        same(auto(rows(n), w), jax.jit(mlp)(rows(n), w))
+    assert sorted(auto.buckets()) == [8], auto.buckets()
     return str(f.buckets())
 
 

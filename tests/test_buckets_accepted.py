@@ -218,6 +218,7 @@ def four_devices():
 
 @pytest.mark.parametrize("check", [
     "row_split_mlp_equals_plain_jit",
+    "rows_already_sharded_over_the_mesh",
     "a_first_call_whose_bucket_the_devices_do_not_divide",
     "listed_sizes_skip_those_the_devices_do_not_divide",
     "a_decision_on_the_count_that_the_split_answers_is_a_guard",

@@ -59,7 +59,7 @@ class Sizes:
             with self._lock:
                 if self._exact is None:
                     self._exact = {n}
-            if n in self._exact:  # the first size keeps its exact program
+            if n in self._exact and n % self.multiple == 0:  # the first size keeps its exact program
                 return n
         m = self.multiple
         if self.pow2:
