@@ -31,6 +31,8 @@ CALLBACKS = frozenset(("debug_callback", "debug_print", "pure_callback", "io_cal
 INLINED = frozenset(("pjit", "jit", "closed_call", "core_call", "remat", "remat2", "checkpoint",
                      "shard_map"))  # (a shard_map only when replicated: its body is the whole program)
 CALLS = INLINED | frozenset(("custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"))
+
+
 def inlined(eqn: Any) -> bool:
     """A call the program that runs may evaluate inline: not a ``shard_map`` that splits an
     axis over devices (its body sees a device's shard only)."""

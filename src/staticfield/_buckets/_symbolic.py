@@ -20,8 +20,11 @@ comparison of ``n`` made by code outside JAX is recorded:
 JAX's own comparisons (broadcasting checks, shape rules) are JAX's to keep sound for
 every ``n`` (the promise of its shape polymorphism) and are not recorded; a decision
 that leaves no trace at all (``isinstance(n, int)``) is caught by comparing the
-concrete program with this trace (``_compare``). The recording wraps two methods of
-JAX's ``_DimExpr`` (named in ``_core._compat``), installed once, inert outside a trace.
+concrete program with this trace (``_compare``). Where a ``shard_map`` splits the
+rows over ``k`` devices, ``n`` is a multiple of ``k`` (``symbol(k)``), and an answer that
+constraint decides (``x.shape[0] % k == 0``, ``n % k`` itself) is a guard that holds only
+where it is true. The recording wraps a few methods of JAX's ``_DimExpr`` (named in
+``_core._compat``), installed once, inert outside a trace.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from .._core import _compat
 NAME = "n"  # the symbol's name (JAX's messages about it say 'n')
 _STDLIB = os.path.dirname(os.__file__) + os.sep
 _LOCAL = threading.local()
+_ROWS = threading.local()  # .dim: the text of the row count where the analysis is now (``rows_as``)
 _INSTALL = threading.Lock()
 _installed = False
 _OWN_DIRS = tuple(
@@ -221,9 +225,6 @@ def is_n(d: Any) -> bool:
     """Whether the dimension ``d`` is the row count itself (inside a ``shard_map`` body that
     splits the rows: the rows of a device's shard, ``rows_as``)."""
     return not isinstance(d, int) and str(d) == getattr(_ROWS, "dim", NAME)
-
-
-_ROWS = threading.local()  # .dim: the text of the row count where the analysis is now
 
 
 @contextlib.contextmanager
