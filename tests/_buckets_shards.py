@@ -134,26 +134,44 @@ def listed_sizes_skip_those_the_devices_do_not_divide():
     raise AssertionError("no error for 5 rows and no listed size that 4 devices divide")
 
 
+DECISIONS = {  # each True for a multiple of 4 rows, False for 5 (or 3)
+    "x.shape[0] % 4 == 0": lambda n: n % 4 == 0,
+    "x.shape[0] // 4 * 4 == x.shape[0]": lambda n: n // 4 * 4 == n,
+    "x.shape[0] >= 4": lambda n: n >= 4,
+}
+
+
 @check
 def a_decision_on_the_count_that_the_split_answers_is_a_guard():
     """The symbolic count is a multiple of the devices, so `x.shape[0] % 4 == 0` is True for
-    it: a count it is False for (5) never runs the program that took that branch (it runs
+    it: a count it is False for (5, 3) never runs the program that took that branch (it runs
     at its own size, where the shard_map cannot split it, as with plain jax.jit)."""
-    def fn(x, w):
-        y = split(mlp)(x, w)
-        return y * 2 if x.shape[0] % 4 == 0 else y
-
     w = weights()
-    f = sf.jit(fn, buckets={"x": 0})
-    for n in (8, 4, 16):
-        same(f(rows(n), w), jax.jit(fn)(rows(n), w))
-    try:
-        got = f(rows(5), w)
-    except ValueError as exc:
-        assert "evenly divisible" in str(exc) or "divide" in str(exc), str(exc)
-        return f"5 rows: {type(exc).__name__}"
-    same(got, jax.jit(mlp)(rows(5), w))
-    return str(f.buckets())
+    said = []
+    for text, decide in DECISIONS.items():
+        def fn(x, w, decide=decide):
+            y = split(mlp)(x, w)
+            return y * 2 if decide(x.shape[0]) else y
+
+        f = sf.jit(fn, buckets={"x": 0})
+        try:
+            got = f(rows(8), w)
+        except sf.BucketError as exc:  # (an ordering JAX cannot decide: refused, naming the line)
+            assert re.search(r"_buckets_shards\.py:\d+", str(exc)), str(exc)
+            said.append(f"{text}: refused")
+            continue
+        same(got, jax.jit(fn)(rows(8), w))
+        for n in (4, 16):
+            same(f(rows(n), w), jax.jit(fn)(rows(n), w))
+        for n in (5, 3):
+            try:
+                got = f(rows(n), w)
+            except (ValueError, sf.BucketError) as exc:
+                said.append(f"{text}, {n} rows: {type(exc).__name__}")
+                continue
+            same(got, jax.jit(mlp)(rows(n), w))  # (the branch plain Python takes for n rows)
+            said.append(f"{text}, {n} rows: as mlp")
+    return "; ".join(said)
 
 
 def refused(body, *words):

@@ -174,7 +174,7 @@ class Traced:
         if verdict.multiple > 1:  # a shard_map splits the rows: every bucket a multiple of its devices
             self.sizes.require(verdict.multiple)
         if verdict.caught is not None and why is None:  # a decision on the count no guard can state
-            why = f"the code at {verdict.caught} caught a failed conversion of the row count"
+            why = verdict.caught
         with self._lock:
             for guard in verdict.guards:
                 if guard not in self.guards:
