@@ -87,6 +87,36 @@ def row_split_mlp_equals_plain_jit():
     return f"buckets {sorted(f.buckets())}, {f.compile_count} compiles"
 
 
+@jax.custom_vjp
+def _doubled(x):
+    return x * 2.0
+
+
+_doubled.defvjp(lambda x: (x * 2.0, None), lambda r, g: (g * 2.0,))
+
+
+@jax.custom_vjp
+def _centred_gradient(x):
+    return x
+
+
+_centred_gradient.defvjp(lambda x: (x, None), lambda r, g: (g - g.mean(0),))
+
+
+@check
+def custom_rules_in_the_body_are_analysed_on_the_shard():
+    """softplus (JAX's custom_jvp) and a row-wise custom_vjp in a row-splitting body are
+    accepted with plain jax.jit's gradients; a bwd that mixes the shard's rows is refused."""
+    w = weights()
+    for body in (lambda x, w: jax.nn.softplus(x @ w[0]) @ w[1], lambda x, w: _doubled(x @ w[0]) @ w[1]):
+        f = sf.jit(split(body), buckets={"x": 0})
+        for n in (5, 3):
+            same(f(rows(n), w), jax.jit(body)(rows(n), w))
+            same(jax.grad(loss(f), argnums=(0, 1))(rows(n), w), jax.grad(loss(jax.jit(body)), argnums=(0, 1))(rows(n), w))
+        assert sorted(f.buckets()) == [4, 8], f.buckets()
+    return refused(lambda x, w: _centred_gradient(x @ w[0]) @ w[1])
+
+
 @check
 def rows_already_sharded_over_the_mesh():
     """Device rows laid out over the same mesh axis (12 rows: 3 per device) go to bucket 16."""

@@ -218,6 +218,7 @@ def four_devices():
 
 @pytest.mark.parametrize("check", [
     "row_split_mlp_equals_plain_jit",
+    "custom_rules_in_the_body_are_analysed_on_the_shard",
     "rows_already_sharded_over_the_mesh",
     "a_first_call_whose_bucket_the_devices_do_not_divide",
     "listed_sizes_skip_those_the_devices_do_not_divide",
