@@ -204,6 +204,29 @@ def a_decision_on_the_count_that_the_split_answers_is_a_guard():
     return "; ".join(said)
 
 
+@check
+def the_checking_mode_checks_what_plain_jax_can_run():
+    """STATICFIELD_CHECK_BUCKETS=1: 8 rows are compared (under grad too); 5 rows, which
+    plain jax.jit cannot split over 4 devices, have no reference: said once, not an error."""
+    import warnings
+
+    os.environ["STATICFIELD_CHECK_BUCKETS"] = "1"
+    try:
+        w = weights()
+        f = sf.jit(split(mlp), buckets={"x": 0})
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            for n in (8, 5, 3):
+                same(f(rows(n), w), jax.jit(mlp)(rows(n), w))
+                same(jax.grad(loss(f), argnums=(0, 1))(rows(n), w), jax.grad(loss(jax.jit(mlp)), argnums=(0, 1))(rows(n), w))
+        texts = [str(x.message) for x in said]
+        assert any("does not check a call with 5 row(s)" in t for t in texts), texts
+        assert not any("8 row(s)" in t for t in texts), texts
+        return texts[0]
+    finally:
+        os.environ.pop("STATICFIELD_CHECK_BUCKETS", None)
+
+
 def refused(body, *words):
     f = sf.jit(split(body), buckets={"x": 0})
     try:

@@ -229,6 +229,7 @@ def four_devices():
     "the_device_index_on_the_rows_is_refused",
     "the_shards_row_index_is_refused",
     "rows_left_on_one_device_are_refused",
+    "the_checking_mode_checks_what_plain_jax_can_run",
 ])
 def test_a_shard_map_that_splits_the_rows_over_four_devices(four_devices, check):
     """A shard_map whose in_specs split the rows over 4 devices: a row-wise body is accepted,

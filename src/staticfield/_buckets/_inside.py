@@ -27,7 +27,7 @@ from jax import lax
 from .._core import _compat, _own
 from ._errors import CHECK_FAILED, BucketCheckError, output_name
 from ._pad import _pad_one, valid_mask
-from ._report import _NO_IO, _differ, _fold, _once, _prims, _silenced, pullbacks
+from ._report import _NO_IO, _differ, _fold, _once, _prims, _silenced, pullbacks, reference
 from ._trace import CHECK_ENV, ROWS_KW, TRACING, Retry
 
 
@@ -66,7 +66,9 @@ def _check_inside(spec: Any, given: tuple, result: Any, rows: int, bucket: int) 
         a, k = rebuild(values)
         return jax.tree_util.tree_leaves(fn(*a, **k))
 
-    ref = jax.make_jaxpr(call)(*xs)
+    ref = reference(spec.function, call, xs, rows)
+    if ref is None:
+        return
     prims = _prims(ref.jaxpr)
     if "io_callback" in prims:
         _once(_NO_IO.format(function=spec.function))
