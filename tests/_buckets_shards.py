@@ -148,6 +148,28 @@ def a_first_call_whose_bucket_the_devices_do_not_divide():
 
 
 @check
+def ahead_of_time_the_bucket_a_call_runs():
+    """precompile, eval_shape and lower of 2 rows first: bucket 2 cannot be split over 4
+    devices; each prepares bucket 4, the program the call then runs without compiling."""
+    import jax.numpy as jnp
+
+    w = weights()
+    f = sf.jit(split(mlp), buckets={"x": 0})
+    f.precompile(jax.ShapeDtypeStruct((2, 4), jnp.float32), w)
+    count = f.compile_count
+    want = jax.jit(mlp)(rows(2), w)
+    with sf.no_compiles():
+        got = f(rows(2), w)
+    same(got, want)
+    assert f.compile_count == count and sorted(f.buckets()) == [4], (f.compile_count, f.buckets())
+    g = sf.jit(split(mlp), buckets={"x": 0})
+    assert g.eval_shape(rows(2), w).shape == (2, 4)
+    h = sf.jit(split(mlp), buckets={"x": 0})
+    assert "4" in str(h.lower(rows(2), w).as_text()).split("tensor<", 1)[1][:3]
+    return f"{count} compile"
+
+
+@check
 def listed_sizes_skip_those_the_devices_do_not_divide():
     w = weights()
     f = sf.jit(split(mlp), buckets={"x": 0}, bucket_sizes=[4, 6, 8, 12])

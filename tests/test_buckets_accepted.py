@@ -221,6 +221,7 @@ def four_devices():
     "custom_rules_in_the_body_are_analysed_on_the_shard",
     "rows_already_sharded_over_the_mesh",
     "a_first_call_whose_bucket_the_devices_do_not_divide",
+    "ahead_of_time_the_bucket_a_call_runs",
     "listed_sizes_skip_those_the_devices_do_not_divide",
     "a_decision_on_the_count_that_the_split_answers_is_a_guard",
     "a_body_that_mixes_the_rows_of_its_shard_is_refused",
