@@ -84,6 +84,9 @@ def row_split_mlp_equals_plain_jit():
     for n in COUNTS:
         f(rows(n), w)
     assert f.compile_count == again, f.compile_count
+    g = sf.jit(split(mlp, (P("d", None), P()), P("d", None)), buckets={"x": 0})  # the spec written out
+    for n in (5, 3):
+        same(g(rows(n), w), plain(rows(n), w))
     return f"buckets {sorted(f.buckets())}, {f.compile_count} compiles"
 
 
@@ -275,6 +278,12 @@ def a_psum_over_the_row_axis_is_refused():
 @check
 def an_all_gather_over_the_row_axis_is_refused():
     return refused(lambda a, w: jax.lax.all_gather(a, "d", tiled=True)[:a.shape[0]], "all_gather",
+                   "rows held by different devices")
+
+
+@check
+def a_ppermute_over_the_row_axis_is_refused():
+    return refused(lambda a, w: jax.lax.ppermute(a, "d", [(i, (i + 1) % 4) for i in range(4)]), "ppermute",
                    "rows held by different devices")
 
 

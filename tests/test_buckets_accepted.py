@@ -227,6 +227,7 @@ def four_devices():
     "a_body_that_mixes_the_rows_of_its_shard_is_refused",
     "a_psum_over_the_row_axis_is_refused",
     "an_all_gather_over_the_row_axis_is_refused",
+    "a_ppermute_over_the_row_axis_is_refused",
     "the_device_index_on_the_rows_is_refused",
     "the_shards_row_index_is_refused",
     "rows_left_on_one_device_are_refused",
