@@ -216,7 +216,7 @@ def four_devices():
     return {line["check"]: line for line in lines}
 
 
-@pytest.mark.parametrize("check", [
+FOUR_DEVICE_CHECKS = [
     "row_split_mlp_equals_plain_jit",
     "custom_rules_in_the_body_are_analysed_on_the_shard",
     "rows_already_sharded_over_the_mesh",
@@ -232,7 +232,14 @@ def four_devices():
     "the_shards_row_index_is_refused",
     "rows_left_on_one_device_are_refused",
     "the_checking_mode_checks_what_plain_jax_can_run",
-])
+]
+
+
+def test_every_four_device_check_ran(four_devices):
+    assert sorted(four_devices) == sorted(FOUR_DEVICE_CHECKS)
+
+
+@pytest.mark.parametrize("check", FOUR_DEVICE_CHECKS)
 def test_a_shard_map_that_splits_the_rows_over_four_devices(four_devices, check):
     """A shard_map whose in_specs split the rows over 4 devices: a row-wise body is accepted,
     its outputs and gradients those of plain jax.jit, its buckets multiples of 4; a body that
