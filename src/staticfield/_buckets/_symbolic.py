@@ -54,7 +54,7 @@ def available() -> bool:
 
 _OPS = {"==": lambda v: v == 0, ">=": lambda v: v >= 0, ">": lambda v: v > 0, "<=": lambda v: v <= 0,
         "<": lambda v: v < 0}
-_SPLIT_SCOPES: dict = {}  # id of the scope of a ``symbol(k)``'s symbol -> k (its constraint answers)
+_SPLIT_SCOPES: dict = {}  # id of the scope of a ``symbol(k)``'s symbol -> (that scope, k)
 
 
 class Guard(NamedTuple):
@@ -104,7 +104,8 @@ class Recorder:
 
     def __init__(self, scope: Any) -> None:
         self.scope = scope
-        self.multiple = _SPLIT_SCOPES.get(id(scope), 1)  # > 1: its answers may be the constraint's
+        kept = _SPLIT_SCOPES.get(id(scope))
+        self.multiple = kept[1] if kept is not None and kept[0] is scope else 1  # > 1: the constraint may answer
         self.constrained = self.multiple > 1
         self.decided: list[str] = []  # arithmetic on the count that the constraint changed, where
         self.guards: list[Guard] = []
@@ -271,9 +272,9 @@ def symbol(multiple: int = 1) -> Any:
         return jax.export.symbolic_shape(NAME)[0]
     n = jax.export.symbolic_shape(NAME, constraints=(f"mod({NAME}, {multiple}) == 0",))[0]
     with _INSTALL:
-        if len(_SPLIT_SCOPES) > 4096:  # (ids of scopes long gone: none is ever looked up again)
+        if len(_SPLIT_SCOPES) > 4096:  # (scopes of traces long done: none is looked up again)
             _SPLIT_SCOPES.clear()
-        _SPLIT_SCOPES[id(n.scope)] = multiple
+        _SPLIT_SCOPES[id(n.scope)] = (n.scope, multiple)
     return n
 
 
