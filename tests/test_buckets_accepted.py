@@ -3,6 +3,12 @@ outputs and gradients equal plain ``jax.jit``'s on the unpadded call."""
 
 from __future__ import annotations
 
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,6 +18,7 @@ import staticfield as sf
 
 pytestmark = pytest.mark.usefixtures("no_check_buckets")
 COUNTS = (5, 3, 7)
+HERE = pathlib.Path(__file__).resolve().parent
 
 
 def same(got, want):
@@ -169,10 +176,73 @@ def test_a_replicated_shard_map():
     assert set(f.buckets()) == {4, 8}
 
 
-def test_a_shard_map_that_splits_the_rows_is_still_refused():
+def test_a_shard_map_that_splits_the_rows_and_mixes_them_in_its_shard_is_refused():
+    """Each device's shard of the rows goes through the body, which must be row-wise on it."""
     from jax.sharding import PartitionSpec as P
 
     mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("d",))
     fn = lambda x: _shard_map()(lambda a: a - a.sum(0), mesh=mesh, in_specs=P("d"), out_specs=P("d"))(x)  # noqa: E731
-    with pytest.raises(sf.BucketError, match=r"shard_map.*test_buckets_accepted.py:\d+"):
+    with pytest.raises(sf.BucketError, match=r"reduce_sum.*test_buckets_accepted.py:\d+"):
         sf.jit(fn, buckets={"x": 0})(np.ones((3, 4), np.float32))
+
+
+def test_a_shard_map_that_splits_the_rows_over_a_one_device_mesh():
+    from jax.sharding import PartitionSpec as P
+
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("d",))
+    body = lambda x, w: jnp.tanh(x @ w) + jnp.sin(x)  # noqa: E731
+    fn = lambda x, w: _shard_map()(body, mesh=mesh, in_specs=(P("d"), P()), out_specs=P("d"))(x, w)  # noqa: E731
+    w = jnp.asarray(np.random.RandomState(1).randn(4, 4), jnp.float32)
+    f, plain = sf.jit(fn, buckets={"x": 0}), jax.jit(body)
+    for n in COUNTS:
+        x = np.random.RandomState(n).randn(n, 4).astype(np.float32)
+        same(f(x, w), plain(x, w))
+        loss = lambda g: lambda x, w: jnp.sum(g(x, w) ** 2)  # noqa: E731
+        same(jax.grad(loss(f), argnums=(0, 1))(x, w), jax.grad(loss(plain), argnums=(0, 1))(x, w))
+    assert set(f.buckets()) == {4, 8}
+
+
+@pytest.fixture(scope="module")
+def four_devices():
+    """tests/_buckets_shards.py on 4 virtual CPU devices (XLA_FLAGS must be set before JAX
+    starts: a process of its own): each check's JSON line, by name."""
+    env = dict(os.environ)
+    env.pop("STATICFIELD_CHECK_BUCKETS", None)
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent / "src"), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, str(HERE / "_buckets_shards.py")], env=env, capture_output=True,
+                          text=True, timeout=600)
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert lines, f"exit {proc.returncode}\n{proc.stderr[-4000:]}"
+    return {line["check"]: line for line in lines}
+
+
+FOUR_DEVICE_CHECKS = [
+    "row_split_mlp_equals_plain_jit",
+    "custom_rules_in_the_body_are_analysed_on_the_shard",
+    "rows_already_sharded_over_the_mesh",
+    "a_first_call_whose_bucket_the_devices_do_not_divide",
+    "ahead_of_time_the_bucket_a_call_runs",
+    "listed_sizes_skip_those_the_devices_do_not_divide",
+    "a_decision_on_the_count_that_the_split_answers_is_a_guard",
+    "a_body_that_mixes_the_rows_of_its_shard_is_refused",
+    "a_psum_over_the_row_axis_is_refused",
+    "an_all_gather_over_the_row_axis_is_refused",
+    "a_ppermute_over_the_row_axis_is_refused",
+    "the_device_index_on_the_rows_is_refused",
+    "the_shards_row_index_is_refused",
+    "rows_left_on_one_device_are_refused",
+    "the_checking_mode_checks_what_plain_jax_can_run",
+]
+
+
+def test_every_four_device_check_ran(four_devices):
+    assert sorted(four_devices) == sorted(FOUR_DEVICE_CHECKS)
+
+
+@pytest.mark.parametrize("check", FOUR_DEVICE_CHECKS)
+def test_a_shard_map_that_splits_the_rows_over_four_devices(four_devices, check):
+    """A shard_map whose in_specs split the rows over 4 devices: a row-wise body is accepted,
+    its outputs and gradients those of plain jax.jit, its buckets multiples of 4; a body that
+    mixes rows (in its shard, or across devices by a collective) is refused naming its line."""
+    assert check in four_devices, sorted(four_devices)
+    assert four_devices[check]["ok"], four_devices[check]["detail"]

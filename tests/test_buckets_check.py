@@ -116,3 +116,47 @@ def test_a_bucketed_function_inside_another_is_checked_by_the_outer():
         same(outer(rows(n), W), jax.jit(fn)(rows(n), W))
         same(step(outer)(W, rows(n)), step(jax.jit(fn))(W, rows(n)))
     assert set(outer.buckets()) == {4, 8}
+
+
+def _per_row_while(x, w):
+    """No reverse-mode derivative (a while_loop): under jax.jvp the check compares outputs only."""
+    def one(r):
+        return jax.lax.while_loop(lambda c: jnp.sum(c ** 2) < 30.0, lambda c: jnp.tanh(c @ w) + c, r)
+
+    return jax.vmap(one)(x)
+
+
+WARM = {  # a call of a bucketed function, warmed up, then called again inside sf.no_compiles()
+    "concrete call": (lambda x, w: jnp.tanh(x @ w), lambda f: f(rows(5), W)),
+    "eager grad": (lambda x, w: jnp.tanh(x @ w), lambda f: step(f)(W, rows(5))),
+    "eager grad of device rows": (lambda x, w: jnp.tanh(x @ w), lambda f: step(f)(W, jnp.asarray(rows(5)))),
+    "eager jvp, outputs only": (_per_row_while, lambda f: jax.jvp(lambda x: f(x, W), (rows(5),),
+                                                                   (np.ones((5, 4), np.float32),))),
+}
+
+
+@pytest.mark.parametrize("how", sorted(WARM))
+def test_the_check_never_trips_no_compiles_nor_counts(how):
+    """The reference call and its gradients are staticfield's own check, not the user's
+    program: after a warm-up, the same call compiles nothing inside sf.no_compiles(), and
+    compile_count counts the bucket's program only."""
+    fn, call = WARM[how]
+    f = sf.jit(fn, buckets={"x": 0})
+    want = call(f)
+    count = f.compile_count
+    with sf.no_compiles():
+        got = call(f)
+        again = call(f)
+    same(got, want)
+    same(again, want)
+    assert f.compile_count == count
+
+
+@pytest.mark.usefixtures("unclamped")
+def test_the_check_still_compares_inside_no_compiles():
+    """Inside sf.no_compiles() the check still runs, and still catches a wrong gradient."""
+    f = sf.jit(case5, buckets={"x": 0})
+    with pytest.raises(sf.BucketCheckError, match="the gradient with respect to"):
+        step(f)(W, rows(5))
+    with sf.no_compiles(), pytest.raises(sf.BucketCheckError, match="the gradient with respect to"):
+        step(f)(W, rows(5))

@@ -113,6 +113,18 @@ def _replicated_shard_map(x, w):
     return shard_map(lambda a, b: jnp.tanh(a @ b), mesh=mesh, in_specs=(spec, spec), out_specs=spec)(x, w)
 
 
+def _split_shard_map(body):
+    """A shard_map whose in_specs split the rows over mesh axis "d" (one device here; the
+    4-device case is tests/_buckets_shards.py's)."""
+    try:
+        from jax import shard_map
+    except ImportError:  # jax 0.10
+        from jax.experimental.shard_map import shard_map
+    P = jax.sharding.PartitionSpec
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("d",))
+    return lambda x, w: shard_map(body, mesh=mesh, in_specs=(P("d"), P()), out_specs=P("d"))(x, w)
+
+
 # Row-wise operations: each maps (x, w) to a float (n, D) array, row by row.
 ROW_WISE = {
     "fork on the count": lambda x, w: x * 2 if x.shape[0] == 5 else x - 1,
@@ -127,6 +139,7 @@ ROW_WISE = {
         4.5 - jnp.arange(a.shape[0], dtype=a.dtype))[:, None], lambda a: a, x),
     "per-row while": _per_row_while,
     "replicated shard_map": _replicated_shard_map,
+    "row-split shard_map": _split_shard_map(lambda a, b: jnp.tanh(a @ b) + a),
     "pure_callback": lambda x, w: jax.pure_callback(_host_double, jax.ShapeDtypeStruct(x.shape, x.dtype), x),
     "nested bucketed": lambda x, w: _INNER(x),
     "conv and relu": _conv_relu,
@@ -187,6 +200,7 @@ MIXING = {
     "custom_jvp mixing": lambda x, w: _soft_mixing(x),
     "last row mask": lambda x, w: jnp.where((jnp.arange(x.shape[0]) == x.shape[0] - 1)[:, None], 0.0, x),
     "scan rows": lambda x, w: lax.scan(lambda c, r: (c + r, c + r), jnp.zeros(D), x)[1],
+    "row-split shard_map mixing": _split_shard_map(lambda a, b: a - a.mean(0)),
 }
 OPS = {**ROW_WISE, **MIXING}
 assert len(OPS) >= 40

@@ -7,10 +7,11 @@ padded to it), ``_sizes`` (the bucket: ``"pow2"``, a list, ``"auto"``) and ``_pa
 the host for NumPy, by one small program of its own per new size for device arrays;
 outputs sliced back). The trace: ``_trace`` is the body JAX traces in place of the user's
 function, in named steps: ``_verdict`` judges the function for one non-row key (traced
-with the row count a symbol, ``_symbolic``; analysed by ``_analysis`` over the states of
-``_lattice``, with one rule per primitive in ``_rules``, ``_indexing`` for indexing and
-``_control`` for calls, branches and loops; an operation without a rule counts as mixing
-rows), ``_compare`` shows that the program that runs is the program analysed (by an exact
+with the row count a symbol, ``_symbolic``, every decision on it recorded where the code
+outside JAX makes it, ``_frames``; analysed by ``_analysis`` over the states of
+``_lattice``, with one rule per primitive in ``_rules``, ``_indexing`` for indexing,
+``_control`` for calls, branches and loops and ``_shards`` for a ``shard_map`` that splits
+the rows over devices; an operation without a rule counts as mixing rows), ``_compare`` shows that the program that runs is the program analysed (by an exact
 rule, with the forms of ``_forms`` normalised; where it is not, ``_keys`` keeps that key's
 calls at their exact size), and ``_run`` runs it with its callbacks
 handed the real rows. Around them: ``_report`` (the checking mode; under a

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 import jax
 import numpy as np
 
-from ._trace import Rows
+from ._trace import Retry, Rows
 
 
 def _abstract(leaf: Any, axis: int, bucket: int) -> Any:
@@ -72,6 +72,24 @@ class Ahead:
             else:
                 kwargs["valid"] = valid
         return tuple(args), kwargs, rows, bucket
+
+    def run_ahead(self, what: str, args: tuple, kwargs: dict, run: Callable[[tuple, dict], Any]) -> Any:
+        """``run`` (the engine's ``lower``/``trace``/``eval_shape``/``precompile``) on the
+        bucket program's arguments, as a call runs: where the trace says the bucket may
+        not serve (``Retry``: its size fails, a guard, a shard_map's device count the rule
+        of sizes learned), once more with the bucket a call would pick now."""
+        tried: set = set()
+        while True:
+            padded, padded_kwargs, rows, bucket = self.ahead(args, kwargs)
+            tried.add(bucket)
+            try:
+                with self.as_call(rows, bucket):
+                    out = run(padded, padded_kwargs)
+            except Retry:
+                if self.ahead(args, kwargs)[3] in tried:
+                    raise
+                continue
+            return self.shapes(out, rows, bucket, padded, padded_kwargs) if what == "eval_shape" else out
 
     @contextlib.contextmanager
     def as_call(self, rows: int, bucket: int) -> Iterator[None]:

@@ -20,6 +20,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
+from ._shards import across, mesh_axes, splits
 from ._symbolic import is_n as is_n_dim
 from ._lattice import (Counted, CountUsed, Known, Mixed, Mixing, Row, first_row, is_literal, literal, n_axes, shape,
                        symbolic)
@@ -30,6 +31,12 @@ CALLBACKS = frozenset(("debug_callback", "debug_print", "pure_callback", "io_cal
 INLINED = frozenset(("pjit", "jit", "closed_call", "core_call", "remat", "remat2", "checkpoint",
                      "shard_map"))  # (a shard_map only when replicated: its body is the whole program)
 CALLS = INLINED | frozenset(("custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"))
+
+
+def inlined(eqn: Any) -> bool:
+    """A call the program that runs may evaluate inline: not a ``shard_map`` that splits an
+    axis over devices (its body sees a device's shard only)."""
+    return eqn.primitive.name in INLINED and not splits(eqn)
 
 
 class Callback(NamedTuple):
@@ -52,6 +59,12 @@ class Analysis:
         self.producer: dict = {}  # variable -> the equation that made it (every jaxpr walked)
         self.states: dict = {}  # variable -> its state
         self.drops: dict = {}  # id of a scatter writing rows by the row index -> its indices' row axis
+        self.shards: list[frozenset] = []  # the mesh axes splitting the rows, per shard_map the walk is in
+        self.splits: set[int] = {1}  # the device counts shard_maps split the rows over
+
+    def multiple(self) -> int:
+        """What every bucket size must be a multiple of: each device count the rows are split over."""
+        return int(np.lcm.reduce(sorted(self.splits)))
 
     def run(self, jaxpr: Any, consts: list, ins: list) -> list:
         """The states of ``jaxpr``'s outputs, given those of its inputs."""
@@ -147,6 +160,10 @@ class Analysis:
         if name == "lt" and len(eqn.invars) == 2 and is_literal(eqn.invars[1]) and \
                 np.all(np.asarray(eqn.invars[1].val) == 0) and self.nonneg(eqn.invars[0]):
             return [Known(0.0)] * len(eqn.outvars)  # `i < 0` of a row index: never (JAX's fix-up)
+        if self.shards and self.shards[-1] and mesh_axes(eqn) & self.shards[-1]:
+            split = across(self, eqn, states)
+            if split is not None:
+                return split
         counted = next((s for s in states if isinstance(s, Counted)), None)
         mixed = [s for s in states if isinstance(s, (Row, Mixed)) and (not isinstance(s, Row) or s.data)]
         try:
@@ -215,6 +232,10 @@ class Analysis:
             axes = n_axes(o)
             if not symbolic(o):
                 outs.append(None)
+            elif name == "iota" and self.shards and self.shards[-1]:
+                outs.append(Counted(eqn, "`iota` (an arange) of a shard_map's shard of the rows is a row's "
+                                         "index within its device's shard, which depends on the row count",
+                                    self.outer()))
             elif name in ("iota", "broadcast_in_dim") and len(axes) == 1 and \
                     sum(1 for d in shape(o) if not isinstance(d, int)) == 1 and \
                     (name == "iota" or axes[0] not in _kept_dims(eqn)):
@@ -266,7 +287,7 @@ class Analysis:
                              else Row(0, "a callback's result"))
             results.append(axes[0] if axes else None)
         rows = any(a is not None for a in operands) or any(a is not None for a in results)
-        nested = any(e.primitive.name not in INLINED for e in self.enclosing)
+        nested = any(not inlined(e) for e in self.enclosing)
         if rows and nested:
             where = self.enclosing[-1].primitive.name
             raise Mixing(eqn, f"(a {name}) takes the rows inside a `{where}`, where staticfield "

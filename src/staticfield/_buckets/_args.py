@@ -141,7 +141,7 @@ class Arguments:
             return 0
         names = lambda: ", ".join(f"`{part[0]}`" for part in parts)  # noqa: E731 (for an error only)
         bucket = self.sizes.choose(rows, names)
-        m = self._mesh_multiple(parts)
+        m = int(np.lcm(self._mesh_multiple(parts), self.sizes.multiple))  # (and a shard_map's split)
         if m > 1 and bucket % m:
             if self.sizes.pow2:
                 bucket = -(-bucket // m) * m

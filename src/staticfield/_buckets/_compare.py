@@ -27,7 +27,8 @@ import numpy as np
 from .._core import _compat
 from ._analysis import INLINED
 from ._forms import Count, Side, array_same, aval_of, fold, is_int, is_literal, match_slice, same_aval
-from ._symbolic import at, is_n, is_symbolic, user_frame
+from ._frames import user_frame
+from ._symbolic import at, is_n, is_symbolic
 
 _LOCAL = threading.local()
 _DEPTH = 6  # how deep objects in parameters are compared field by field

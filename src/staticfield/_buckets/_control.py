@@ -2,7 +2,8 @@
 
 ``call`` covers ``jit``/``pjit``, ``checkpoint`` (``remat2``), ``custom_jvp_call`` and
 ``custom_vjp_call`` (their primal; their rules are analysed on the program's derivative,
-``_verdict``) and the like, and a ``shard_map`` that replicates; ``cond`` joins its
+``_verdict``) and the like, and a ``shard_map`` (its body row by row on the whole batch,
+or on a device's shard where it splits the rows); ``cond`` joins its
 branches; ``scan`` and ``while`` run their body to a fixpoint over the loop carry. A scan
 over the rows, a branch condition computed from the rows, or a loop condition computed
 from the row count or from all rows, mixes them (a condition per row, ``vmap``'s, does not).
@@ -19,6 +20,7 @@ from typing import Any
 import jax
 
 from ._lattice import Counted, CountUsed, Mixing, Row, first_row, join, rows_of
+from ._shards import shard_map
 
 CUSTOM = frozenset(("custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"))
 CALLS = ("jit", "pjit", "closed_call", "core_call", "remat", "remat2", "checkpoint", "custom_jvp_call",
@@ -151,19 +153,6 @@ def _per_row(eqn: Any, pred: Row, outs: list) -> list:
         raise Mixing(eqn, "loops while a condition on the rows holds", pred)
     per_row = pred._replace(zero=False)
     return [s if isinstance(s, Row) else per_row for s in outs]
-
-
-def shard_map(a: Any, eqn: Any, states: list) -> list:
-    """A ``shard_map`` whose specs all replicate (``P()``): every device computes the whole
-    batch, so the rows go through its body as through a call (a collective in it has no
-    row rule). One that splits an axis over devices is not followed."""
-    p = eqn.params
-    specs = [*p.get("in_specs", ()), *p.get("out_specs", ())]
-    if not specs or any(part is not None for spec in specs for part in (spec or ())):
-        raise Mixing(eqn, "splits an axis over devices (only a shard_map whose in_specs and out_specs are "
-                          "all P() is followed)", _some_row(eqn, states))
-    jaxpr = getattr(p["jaxpr"], "jaxpr", p["jaxpr"])
-    return a.inside(eqn, jaxpr, [None] * len(jaxpr.constvars), states[-len(jaxpr.invars):] if jaxpr.invars else [])
 
 
 RULES = {name: call for name in CALLS}

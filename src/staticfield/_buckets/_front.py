@@ -149,8 +149,10 @@ class BucketSpec(Arguments, Traced, Keys, Reports, Explanations, Recorded, Ahead
             local.call = state
             try:
                 out = call(*padded, **kwargs)
-            except Retry:
+            except Retry as exc:
                 local.call = outer
+                if exc.again:  # the rule of bucket sizes changed: pick the bucket anew
+                    return spec._again(call, kw_call, (args, kwargs))
                 if state.exact_why is not None:
                     spec.keep_exact((args, kwargs), state.exact_why)
                 if spec.needs_count and bucket != rows and spec.fits(rows, bucket, (args, kwargs)):  # with the count
@@ -207,10 +209,12 @@ class BucketSpec(Arguments, Traced, Keys, Reports, Explanations, Recorded, Ahead
         local.call = state
         try:
             out = call(*args, **kwargs)
-        except Retry:
+        except Retry as exc:
+            local.call = outer
+            if exc.again:  # the rule of bucket sizes changed: pick the bucket anew
+                return self._again(call, kw_call, given)
             if bucket == rows:  # pragma: no cover - an exact program never retries
                 raise
-            local.call = outer
             if state.exact_why is not None:
                 self.keep_exact(given, state.exact_why)
             if not counted and self.needs_count and self.fits(rows, bucket, given):  # again, with the count
@@ -222,6 +226,17 @@ class BucketSpec(Arguments, Traced, Keys, Reports, Explanations, Recorded, Ahead
         finally:
             local.call = outer
         return self._done(out, state, given)
+
+    def _again(self, call: Callable, kw_call: Callable, given: tuple) -> Any:
+        """The call once more from its own arguments, its bucket picked by the new rule."""
+        args, kwargs = given
+        parts, rows = self._parts(args, kwargs, (np.ndarray, _ARRAY))
+        bucket = self._bucket(rows, parts, given)
+        if bucket != rows:
+            args, kwargs = self._padded(args, kwargs, parts, bucket)
+        if self.mask:
+            kwargs = dict(kwargs, valid=_pad.valid_mask(rows, bucket))
+        return self._attempt(call, kw_call, args, kwargs, rows, bucket, given)
 
     @staticmethod
     def _unwrap(out: Any) -> Any:

@@ -24,10 +24,10 @@ import jax
 import numpy as np
 from jax import lax
 
-from .._core import _compat
+from .._core import _compat, _own
 from ._errors import CHECK_FAILED, BucketCheckError, output_name
 from ._pad import _pad_one, valid_mask
-from ._report import _NO_IO, _differ, _fold, _once, _prims, _silenced, pullbacks
+from ._report import _NO_IO, _differ, _fold, _once, _prims, _silenced, pullbacks, reference
 from ._trace import CHECK_ENV, ROWS_KW, TRACING, Retry
 
 
@@ -45,9 +45,16 @@ def _dtype(x: Any) -> Any:
 
 def check_inside(spec: Any, given: tuple, result: Any, rows: int, bucket: int) -> None:
     """Add the comparison of ``result`` (the bucketed call's, sliced) with the reference to
-    the caller's program (see the module docstring)."""
+    the caller's program (see the module docstring). Staticfield's own work (``_own``): what
+    it compiles (under an eager ``jax.grad``, at each step) is not the user's program, and
+    ``sf.no_compiles()`` lets it compile."""
     if getattr(TRACING, "depth", 0):  # inside another bucketed function's program: its check covers it
         return
+    with _own.own():
+        _check_inside(spec, given, result, rows, bucket)
+
+
+def _check_inside(spec: Any, given: tuple, result: Any, rows: int, bucket: int) -> None:
     args, kwargs = given
     if spec.mask:
         kwargs = dict(kwargs, valid=np.ones(rows, bool))
@@ -59,7 +66,9 @@ def check_inside(spec: Any, given: tuple, result: Any, rows: int, bucket: int) -
         a, k = rebuild(values)
         return jax.tree_util.tree_leaves(fn(*a, **k))
 
-    ref = jax.make_jaxpr(call)(*xs)
+    ref = reference(spec.function, call, xs, rows)
+    if ref is None:
+        return
     prims = _prims(ref.jaxpr)
     if "io_callback" in prims:
         _once(_NO_IO.format(function=spec.function))

@@ -135,12 +135,28 @@ def _first_on_cpu(key: Any, leaves: Sequence[Any]) -> bool:
 
 def _on_host(leaf: Any, index: tuple, pad_to: tuple | None = None) -> Any:
     """``leaf`` padded or sliced on the host, put back where it was (uncommitted: on the
-    default device, uncommitted)."""
+    default device, uncommitted; rows its sharding cannot split, as the real rows of a
+    bucket split over devices: replicated on the same devices, as the slicing program
+    puts them)."""
     host = np.asarray(leaf)
     sharding = leaf.sharding if getattr(leaf, "committed", False) else None
-    if pad_to is not None:
-        return jax.device_put(host_pad(host, *pad_to), sharding)
-    return jax.device_put(np.ascontiguousarray(host[index]), sharding)
+    value = host_pad(host, *pad_to) if pad_to is not None else np.ascontiguousarray(host[index])
+    try:
+        return jax.device_put(value, sharding)
+    except ValueError:
+        if sharding is None:
+            raise
+        return jax.device_put(value, _replicated(sharding))
+
+
+def _replicated(sharding: Any) -> Any:
+    """A sharding that replicates over ``sharding``'s devices (its mesh's, where it has one)."""
+    spec = jax.sharding.PartitionSpec()
+    mesh = getattr(sharding, "mesh", None)
+    if mesh is None:
+        devices = np.array(sorted(sharding.device_set, key=lambda d: d.id))
+        mesh = jax.sharding.Mesh(devices, ("devices",))
+    return jax.sharding.NamedSharding(mesh, spec)
 
 
 def pad(leaves: list, axes: list, bucket: int) -> list:

@@ -24,7 +24,7 @@ import jax
 import numpy as np
 from jax.extend.core import jaxpr_as_fun
 
-from .._core import _compat
+from .._core import _compat, _own
 from .._core._errors import StaticFieldWarning
 from ._errors import CHECK_FAILED, BucketCheckError, output_name
 from ._pad import valid_mask
@@ -36,6 +36,9 @@ _SKIPPED = (
 )
 _NO_IO = ("{function}: STATICFIELD_CHECK_BUCKETS=1 does not check this function: it holds an "
           "io_callback, which the reference call would run a second time.")
+_NO_REFERENCE = ("{function}: STATICFIELD_CHECK_BUCKETS=1 does not check a call with {rows} row(s): plain "
+                 "jax.jit cannot run the function on the unpadded rows ({detail}), so there is no "
+                 "reference to compare with.")
 _DONATED = ("{function}: STATICFIELD_CHECK_BUCKETS=1 does not check a call whose bucketed argument "
             "was donated (the unpadded reference call would need it).")
 _SAID: set = set()
@@ -130,7 +133,12 @@ class Reports:
     body: Callable
 
     def _check(self, given: tuple, result: Any, state: Any) -> None:
-        """``STATICFIELD_CHECK_BUCKETS=1``: the reference call, outputs and gradients compared."""
+        """``STATICFIELD_CHECK_BUCKETS=1``: the reference call, outputs and gradients compared
+        (staticfield's own work, ``_own``: its compiles are not the user's)."""
+        with _own.own():
+            self._checked(given, result, state)
+
+    def _checked(self, given: tuple, result: Any, state: Any) -> None:
         if any(isinstance(x, _compat.Tracer) for x in jax.tree_util.tree_leaves(result)) or state.program is None:
             return  # under a transformation: compared inside the program (``_inside``)
         rows, bucket = state.rows, state.bucket
@@ -147,7 +155,9 @@ class Reports:
             a, k = rebuild(values)
             return jax.tree_util.tree_leaves(fn(*a, **k))
 
-        ref = jax.make_jaxpr(call)(*xs)
+        ref = reference(self.function, call, xs, rows)
+        if ref is None:
+            return
         if "io_callback" in _prims(ref.jaxpr) or any(
                 "debug_callback" in _prims(getattr(p, "jaxpr", p)) or "debug_print" in _prims(getattr(p, "jaxpr", p))
                 for e in ref.jaxpr.eqns for p in e.params.values() if hasattr(getattr(p, "jaxpr", p), "eqns")):
@@ -238,6 +248,17 @@ class Reports:
                 raise BucketCheckError(CHECK_FAILED.format(
                     function=self.function, output=f"the gradient with respect to `{names[i]}`", rows=rows,
                     bucket=bucket, detail=detail))
+
+def reference(function: str, call: Callable, xs: list, rows: int) -> Any:
+    """The unpadded call's program (``None`` where plain ``jax.jit`` cannot trace the function
+    on the real rows: said once, nothing to compare with)."""
+    try:
+        return jax.make_jaxpr(call)(*xs)
+    except Exception as exc:
+        _once(_NO_REFERENCE.format(function=function, rows=rows, detail=f"{type(exc).__name__}: "
+                                   f"{str(exc).strip().splitlines()[0][:120] if str(exc).strip() else ''}"))
+        return None
+
 
 def cotangents(closed: Any, verdict: Any, rows: int) -> tuple[list, list, list]:
     """The checking mode's fixed cotangents, one per float output of the bucket's program

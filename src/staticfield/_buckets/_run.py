@@ -31,7 +31,7 @@ from jax import lax
 from jax.extend.core import jaxpr_as_fun
 
 from .._core import _compat
-from ._analysis import CALLBACKS, INLINED, Callback
+from ._analysis import CALLBACKS, Callback, inlined
 
 
 def takes_rows(callbacks: tuple) -> bool:
@@ -74,7 +74,7 @@ def _eval(jaxpr: Any, consts: list, args: list, noted: Iterator[Callback], opera
         with _context(eqn):
             if name in CALLBACKS:
                 outs = _callback(eqn, invals, next(noted), operand, bucket)
-            elif name in INLINED:
+            elif inlined(eqn):  # (not a shard_map that splits an axis: its body sees a shard)
                 inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
                 outs = _eval(getattr(inner, "jaxpr", inner), list(getattr(inner, "consts", ())), invals, noted,
                              operand, bucket, iotas, drops)

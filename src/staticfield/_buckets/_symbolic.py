@@ -20,30 +20,31 @@ comparison of ``n`` made by code outside JAX is recorded:
 JAX's own comparisons (broadcasting checks, shape rules) are JAX's to keep sound for
 every ``n`` (the promise of its shape polymorphism) and are not recorded; a decision
 that leaves no trace at all (``isinstance(n, int)``) is caught by comparing the
-concrete program with this trace (``_compare``). The recording wraps two methods of
-JAX's ``_DimExpr`` (named in ``_core._compat``), installed once, inert outside a trace.
+concrete program with this trace (``_compare``). Where a ``shard_map`` splits the
+rows over ``k`` devices, ``n`` is a multiple of ``k`` (``symbol(k)``), and an answer that
+constraint decides (``x.shape[0] % k == 0``, ``n % k`` itself) is a guard that holds only
+where it is true. The recording wraps a few methods of JAX's ``_DimExpr`` (named in
+``_core._compat``), installed once, inert outside a trace.
 """
 
 from __future__ import annotations
 
-import os
+import contextlib
 import sys
 import threading
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import jax
 
 from .._core import _compat
+from ._frames import users as _users
+from ._frames import where
 
 NAME = "n"  # the symbol's name (JAX's messages about it say 'n')
-_STDLIB = os.path.dirname(os.__file__) + os.sep
 _LOCAL = threading.local()
+_ROWS = threading.local()  # .dim: the text of the row count where the analysis is now (``rows_as``)
 _INSTALL = threading.Lock()
 _installed = False
-_OWN_DIRS = tuple(
-    os.path.dirname(os.path.abspath(m.__file__)) + os.sep
-    for m in (jax, sys.modules.get("jaxlib"), sys.modules[__name__.split(".")[0]]) if m is not None
-)
 
 
 def available() -> bool:
@@ -51,60 +52,51 @@ def available() -> bool:
     return all(_compat.get(k) is not None for k in ("dim_expr", "dim_expr_evaluate"))
 
 
-def outside_jax(filename: str) -> bool:
-    """A file of the user's (or a library's on top of JAX), not JAX's or staticfield's."""
-    return not os.path.abspath(filename).startswith(_OWN_DIRS)
-
-
-def user_frame(filename: str) -> bool:
-    """A frame of the user's own code (a file, a notebook cell, ``exec``'d code): outside
-    JAX and staticfield, the Python installation and installed distributions."""
-    if not outside_jax(filename):
-        return False
-    if filename.startswith("<"):
-        return True
-    return not filename.startswith(_STDLIB) and "site-packages" not in filename and "dist-packages" not in filename
-
-
-_GENERATED = frozenset(("__eq__", "__ne__", "__hash__"))
-
-
-def _caller(frame: Any) -> Any:
-    """The frame that made a comparison: past generated comparison methods (a dataclass's
-    ``__eq__`` or ``__hash__``, compiled from ``<string>``), whose caller decides. Any other
-    code outside JAX decides, a notebook cell's, ``exec``'d code's or NumPy's included."""
-    while frame is not None and frame.f_code.co_filename.startswith("<") and frame.f_code.co_name in _GENERATED:
-        frame = frame.f_back
-    return frame
-
-
-def _users(frame: Any) -> bool:
-    frame = _caller(frame)
-    return frame is not None and outside_jax(frame.f_code.co_filename)
-
-
-def where(frame: Any) -> str:
-    frame = _caller(frame) or frame
-    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+_OPS = {"==": lambda v: v == 0, ">=": lambda v: v >= 0, ">": lambda v: v > 0, "<=": lambda v: v <= 0,
+        "<": lambda v: v < 0}
+_SPLIT_SCOPES: dict = {}  # id of the scope of a ``symbol(k)``'s symbol -> (that scope, k)
 
 
 class Guard(NamedTuple):
     """A comparison the user's code made, answered False for the symbol: the program holds
     for a count ``c`` only where ``expr`` (a ``_DimExpr`` in ``n``, or its text) is not 0
-    at ``c``."""
+    at ``c``. Where the symbol's constraint (the count a multiple of the devices a
+    ``shard_map`` splits the rows over) may have answered, ``expr`` is the text of both
+    sides (``lhs|rhs``), ``op`` compared them and gave ``answer``, and the program holds
+    only where ``op`` gives that answer at ``c`` (its text is ``op|answer|lhs|rhs``)."""
 
     expr: Any
     line: str
+    op: str = "=="
+    answer: bool = False
 
     def holds(self, count: int) -> bool:
-        expr = self.expr
-        if isinstance(expr, str):  # from a program store: parse it again
-            expr = jax.export.symbolic_shape(expr)[0]
-        value = expr._evaluate({NAME: count}) if not isinstance(expr, int) else expr
-        return int(value) != 0
+        expr, op, answer = self.expr, self.op, self.answer
+        if not isinstance(expr, str):
+            value = int(expr._evaluate({NAME: count})) if not isinstance(expr, int) else expr
+        else:  # from a program store, or a constrained trace: parse it again, with no constraint
+            parts = expr.split("|")
+            if len(parts) == 4:
+                op, answer, parts = parts[0], parts[1] == "1", parts[2:]
+            lhs, rhs = parts if len(parts) == 2 else (parts[0], "0")
+            value = _at_count(lhs, count) - _at_count(rhs, count)
+        return bool(_OPS[op](value)) == answer
 
     def text(self) -> str:
-        return str(self.expr)
+        if self.op == "==" and not self.answer and not (isinstance(self.expr, str) and "|" in self.expr):
+            return str(self.expr)
+        return f"{self.op}|{int(self.answer)}|{self.expr}"
+
+
+def _at_count(text: str, count: int) -> int:
+    d = jax.export.symbolic_shape(text)[0]
+    return d if isinstance(d, int) else int(d._evaluate({NAME: count}))
+
+
+def _decided(op: str, self: Any, other: Any, answer: bool, frame: Any) -> Guard:
+    """The guard of a comparison a constrained symbol answered: its two sides as text, to be
+    evaluated at each count with no constraint."""
+    return Guard(f"{self}|{other}", where(frame), op, bool(answer))
 
 
 class Recorder:
@@ -112,6 +104,10 @@ class Recorder:
 
     def __init__(self, scope: Any) -> None:
         self.scope = scope
+        kept = _SPLIT_SCOPES.get(id(scope))
+        self.multiple = kept[1] if kept is not None and kept[0] is scope else 1  # > 1: the constraint may answer
+        self.constrained = self.multiple > 1
+        self.decided: list[str] = []  # arithmetic on the count that the constraint changed, where
         self.guards: list[Guard] = []
         self.hashed: list[str] = []
         self.caught: list[str] = []  # a conversion or ordering of the count that raised, where
@@ -127,11 +123,16 @@ def _install() -> None:
 
         def record(self: Any, other: Any, answer: bool, frame: Any) -> None:
             rec = getattr(_LOCAL, "recorder", None)
-            if rec is None or answer or getattr(self, "scope", None) is not rec.scope:
+            if rec is None or getattr(self, "scope", None) is not rec.scope:
                 return
             if not _users(frame):
                 return
             if not (isinstance(other, int) or getattr(other, "scope", None) is rec.scope):
+                return
+            if rec.constrained:  # (the constraint may have answered, either way)
+                rec.guards.append(_decided("==", self, other, answer, frame))
+                return
+            if answer:
                 return
             diff = self - other
             if not isinstance(diff, int):  # undecided: the guard is `diff != 0`
@@ -158,20 +159,91 @@ def _install() -> None:
             return hash_(self)
 
         cls.__eq__, cls.__ne__, cls.__hash__ = __eq__, __ne__, __hash__
+        if "__mod__" in vars(cls):
+            cls.__mod__ = _decided_mod(vars(cls)["__mod__"])
+        for name, op in _ARITH.items():
+            if name in vars(cls):
+                setattr(cls, name, _faithful(vars(cls)[name], op))
         for name in ("__int__", "__ge__", "__le__", "__gt__", "__lt__"):
             if name in vars(cls):
                 setattr(cls, name, _noting(vars(cls)[name]))
         _installed = True
 
 
+def _decided_mod(method: Any) -> Any:
+    """``n % k`` of the symbol, noting where the user's code got a number for it: decided by
+    the symbol's constraint (``symbol(k)``), a guard that holds only for counts with that
+    remainder."""
+
+    def __mod__(self: Any, other: Any) -> Any:  # noqa: N807
+        out = method(self, other)
+        rec = getattr(_LOCAL, "recorder", None)
+        if rec is not None and isinstance(out, int) and isinstance(other, int) and \
+                getattr(self, "scope", None) is rec.scope:
+            frame = sys._getframe(1)
+            if _users(frame):
+                rec.guards.append(Guard(f"mod({self}, {other})|{out}", where(frame), "==", True))
+        return out
+
+    return __mod__
+
+
+_ORDER = {"__ge__": ">=", "__gt__": ">", "__le__": "<=", "__lt__": "<"}
+_ARITH = {"__add__": lambda a, b: a + b, "__radd__": lambda a, b: b + a, "__sub__": lambda a, b: a - b,
+          "__rsub__": lambda a, b: b - a, "__mul__": lambda a, b: a * b, "__rmul__": lambda a, b: b * a,
+          "__floordiv__": lambda a, b: a // b, "__rfloordiv__": lambda a, b: b // a}
+
+
+def _value(d: Any, count: int) -> int:
+    return d if isinstance(d, int) else int(d._evaluate({NAME: count}))
+
+
+def _faithful(method: Any, op: Callable) -> Any:
+    """Arithmetic on a constrained symbol (``symbol(k)``) in the user's code, checked at the
+    counts up to ``2k``: where the constraint changed the result (``n // 4 * 4`` is ``n``
+    for a multiple of 4, not for 5), the code decided on the count in a way no guard
+    states (``Recorder.decided``: that key's buckets run exact)."""
+
+    def checked(self: Any, *args: Any) -> Any:
+        out = method(self, *args)
+        rec = getattr(_LOCAL, "recorder", None)
+        if rec is None or not rec.constrained or len(args) != 1 or getattr(self, "scope", None) is not rec.scope:
+            return out
+        other = args[0]
+        if not (isinstance(other, int) or getattr(other, "scope", None) is rec.scope) or \
+                not (isinstance(out, int) or getattr(out, "scope", None) is rec.scope):
+            return out
+        frame = sys._getframe(1)
+        if not _users(frame):
+            return out
+        for count in range(1, 2 * rec.multiple + 1):
+            try:
+                want = op(_value(self, count), _value(other, count))
+            except ZeroDivisionError:
+                continue
+            try:
+                same = _value(out, count) == want
+            except Exception:
+                same = False
+            if not same:
+                rec.decided.append(where(frame))
+                break
+        return out
+
+    checked.__name__ = getattr(method, "__name__", "checked")
+    return checked
+
+
 def _noting(method: Any) -> Any:
     """``method`` of the symbol, noting where the user's code asked it for a concrete count
     (``int(n)``, ``n > 3``) and JAX could not answer: caught, that is a decision no guard
-    states (``Recorder.caught``)."""
+    states (``Recorder.caught``). Where a constrained symbol's answer may be the
+    constraint's (``n >= 4`` for a multiple of 4), the answer is a guard."""
+    op = _ORDER.get(getattr(method, "__name__", ""))
 
     def noted(self: Any, *args: Any) -> Any:
         try:
-            return method(self, *args)
+            out = method(self, *args)
         except Exception:
             rec = getattr(_LOCAL, "recorder", None)
             if rec is not None and getattr(self, "scope", None) is rec.scope:
@@ -179,19 +251,49 @@ def _noting(method: Any) -> Any:
                 if _users(frame):
                     rec.caught.append(where(frame))
             raise
+        if op is not None and isinstance(out, bool) and len(args) == 1:
+            rec = getattr(_LOCAL, "recorder", None)
+            if rec is not None and rec.constrained and getattr(self, "scope", None) is rec.scope and \
+                    (isinstance(args[0], int) or getattr(args[0], "scope", None) is rec.scope):
+                frame = sys._getframe(1)
+                if _users(frame):
+                    rec.guards.append(_decided(op, self, args[0], out, frame))
+        return out
 
     noted.__name__ = getattr(method, "__name__", "noted")
     return noted
 
 
-def symbol() -> Any:
-    """A fresh ``n`` (each in a scope of its own: ``n >= 1``, as JAX assumes)."""
-    return jax.export.symbolic_shape(NAME)[0]
+def symbol(multiple: int = 1) -> Any:
+    """A fresh ``n`` (each in a scope of its own: ``n >= 1``, as JAX assumes); with
+    ``multiple``, constrained to multiples of it (so that a ``shard_map`` may split the
+    rows over that many devices: its body's rows are then ``floordiv(n, k)``)."""
+    if multiple <= 1:
+        return jax.export.symbolic_shape(NAME)[0]
+    n = jax.export.symbolic_shape(NAME, constraints=(f"mod({NAME}, {multiple}) == 0",))[0]
+    with _INSTALL:
+        if len(_SPLIT_SCOPES) > 4096:  # (scopes of traces long done: none is looked up again)
+            _SPLIT_SCOPES.clear()
+        _SPLIT_SCOPES[id(n.scope)] = (n.scope, multiple)
+    return n
 
 
 def is_n(d: Any) -> bool:
-    """Whether the dimension ``d`` is the row count itself."""
-    return not isinstance(d, int) and str(d) == NAME
+    """Whether the dimension ``d`` is the row count itself (inside a ``shard_map`` body that
+    splits the rows: the rows of a device's shard, ``rows_as``)."""
+    return not isinstance(d, int) and str(d) == getattr(_ROWS, "dim", NAME)
+
+
+@contextlib.contextmanager
+def rows_as(dim: Any) -> Iterator[None]:
+    """The analysis of a ``shard_map`` body that splits the rows: its row count is ``dim``
+    (a device's shard of them)."""
+    outer = getattr(_ROWS, "dim", NAME)
+    _ROWS.dim = str(dim)
+    try:
+        yield
+    finally:
+        _ROWS.dim = outer
 
 
 def is_symbolic(d: Any) -> bool:
@@ -220,13 +322,3 @@ def trace(fn: Callable[..., Any], avals: list, n: Any) -> tuple[Any, Any, Record
     finally:
         _LOCAL.recorder = outer
     return closed, out_shape, rec
-
-
-def user_line(tb: Any) -> str | None:
-    """The innermost frame of ``tb`` in the user's code, as ``path:line``."""
-    found = None
-    while tb is not None:
-        if user_frame(tb.tb_frame.f_code.co_filename):
-            found = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
-        tb = tb.tb_next
-    return found

@@ -49,7 +49,13 @@ TRACING = threading.local()  # .depth: bucket programs being traced on this thre
 
 class Retry(Exception):
     """Internal: this call must run at its exact size; raised while its bucket program is
-    traced (or loaded from a program store), caught by the front, which calls again."""
+    traced (or loaded from a program store), caught by the front, which calls again.
+    ``again``: the rule of bucket sizes changed (a ``shard_map`` splits the rows over more
+    devices than the bucket's size is a multiple of): the front picks the bucket anew."""
+
+    def __init__(self, again: bool = False) -> None:
+        super().__init__()
+        self.again = again
 
 
 class Rows:
@@ -136,10 +142,20 @@ class Traced:
         try:
             closed, out_shape = jax.make_jaxpr(flat_fn, return_shape=True)(*dyn)
         except Exception:
-            if bucket is None or rows == bucket or not self._sound:
+            if bucket is None or not self._sound or not isinstance(bucket, int):
+                raise
+            if rows == bucket:  # the exact size fails: unless a shard_map needs more rows, the user's error
+                try:
+                    verdict = self._judge(flat_fn, leaves, None)
+                except Exception:
+                    verdict = None
+                if verdict is not None and bucket % verdict.multiple and self.sizes.require(verdict.multiple):
+                    raise Retry(again=True) from None
                 raise
             with self._side_hint(args, kwargs, rows, bucket):
-                self._judge(flat_fn, leaves, None, rows)  # a refusal says why, naming the line
+                verdict = self._judge(flat_fn, leaves, None, rows)  # a refusal says why, naming the line
+            if bucket % verdict.multiple and self.sizes.require(verdict.multiple):  # rows split over devices
+                raise Retry(again=True) from None
             with self._lock:  # else the bucket's size itself fails (a split in 3 of 4 rows)
                 self.exact.add(bucket)
             raise Retry() from None
@@ -155,8 +171,10 @@ class Traced:
         with self._side_hint(args, kwargs, rows, bucket):
             verdict, why = self._judged(key, flat_fn, leaves, closed, bucket, iotas, drops,
                                         (lambda: read_key(unread, args)) if key is not unread else None)
+        if verdict.multiple > 1:  # a shard_map splits the rows: every bucket a multiple of its devices
+            self.sizes.require(verdict.multiple)
         if verdict.caught is not None and why is None:  # a decision on the count no guard can state
-            why = f"the code at {verdict.caught} caught a failed conversion of the row count"
+            why = verdict.caught
         with self._lock:
             for guard in verdict.guards:
                 if guard not in self.guards:

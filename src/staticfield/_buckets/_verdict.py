@@ -34,9 +34,11 @@ from ._errors import (COUNT_USED, HASHED, MIXES_ROWS, NEEDS_COUNT, NO_ROW_OUTPUT
                       RULE_UNTRACEABLE, BucketError, output_name)
 from ._lattice import Counted, CountUsed, Known, Mixed, Mixing, Row, n_axes, shape, symbolic
 from ._rules import RULES as ROW_RULES
+from ._shards import split_counts
 from ._rules import elementwise_in_jax
 from ._compare import where
-from ._symbolic import NAME, Guard, symbol, trace, user_line
+from ._frames import user_line
+from ._symbolic import NAME, Guard, symbol, trace
 
 RULES = {**ROW_RULES, **CONTROL_RULES}
 CONTROL = frozenset(CONTROL_RULES)
@@ -49,7 +51,8 @@ class Verdict(NamedTuple):
     guards: tuple  # Guard: comparisons of the count the user's code made
     callbacks: tuple  # Callback: in walk order, with their operands' and results' row axes
     drops: Any = None  # id of a scatter writing rows by the row index -> its indices' row axis (_run)
-    caught: str | None = None  # where the code caught a failed conversion of the count (no program holds)
+    caught: str | None = None  # why no program holds for another count (a caught conversion of the count)
+    multiple: int = 1  # a shard_map splits the rows over this many devices: buckets are multiples of it
 
 
 class Leaf(NamedTuple):
@@ -78,8 +81,12 @@ def judge(fn: Callable[..., Any], leaves: list[Leaf], lenient: bool, function: s
     except BucketError:
         raise
     except Exception as exc:  # the concrete trace worked: what failed needed the count
-        raise BucketError(NEEDS_COUNT.format(function=function, names=names, where=user_line(exc.__traceback__)
-                                             or "a line of the function", detail=_detail(exc))) from exc
+        got = _split_trace(fn, leaves, concrete)  # (or a shard_map splits the rows: n a multiple)
+        if not isinstance(got, tuple):  # (where that trace got further, its own failure)
+            exc = got or exc
+            raise BucketError(NEEDS_COUNT.format(function=function, names=names, where=user_line(
+                exc.__traceback__) or "a line of the function", detail=_detail(exc))) from exc
+        closed, out_shape, rec, n = got
     if rec.hashed:
         raise BucketError(HASHED.format(function=function, names=names, where=rec.hashed[0]))
     states = [Row(leaf.axis, leaf.origin, zero=leaf.origin == "valid") if leaf.axis is not None else None
@@ -92,7 +99,43 @@ def judge(fn: Callable[..., Any], leaves: list[Leaf], lenient: bool, function: s
     if analysis.custom:
         guards += _derivatives(closed, concrete, leaves, outs, lenient, function, names, n, analysis.custom)
     return Verdict(_kept(closed), jax.tree_util.tree_structure(out_shape), tuple(axes), tuple(guards),
-                   tuple(analysis.callbacks), dict(analysis.drops), rec.caught[0] if rec.caught else None)
+                   tuple(analysis.callbacks), dict(analysis.drops), _caught(rec),
+                   analysis.multiple())
+
+
+def _caught(rec: Any) -> str | None:
+    """Why no program holds for a count other than the bucket's, where the code decided on
+    the count in a way no guard states (``None``: it did not)."""
+    if rec.caught:
+        return f"the code at {rec.caught[0]} caught a failed conversion of the row count"
+    if rec.decided:
+        return (f"the code at {rec.decided[0]} computed with the row count a value that holds only for "
+                f"multiples of {rec.multiple} (the devices a shard_map splits the rows over)")
+    return None
+
+
+def _split_trace(fn: Callable, leaves: list[Leaf], concrete: Any) -> tuple | Exception | None:
+    """The symbolic trace again with ``n`` a multiple of the device count the program's
+    ``shard_map``s split an axis over (JAX refuses to split ``n`` rows over ``k`` devices
+    otherwise, and decides ``n % k`` only from that very constraint); ``None`` where it holds
+    none, and where this trace fails too, its error. Without a concrete program (its
+    bucket's size was not a multiple), each count up to the number of devices in turn."""
+    if concrete is not None:
+        counts = [split_counts(getattr(concrete, "jaxpr", concrete))]
+    else:
+        counts = list(range(jax.device_count(), 1, -1))
+    error = None
+    for k in counts:
+        if k <= 1:
+            continue
+        n = symbol(k)
+        try:
+            closed, out_shape, rec = trace(fn, [_symbolic_aval(leaf, n) for leaf in leaves], n)
+        except Exception as exc:
+            error = exc if concrete is not None else error
+            continue
+        return closed, out_shape, rec, n
+    return error
 
 
 def _kept(closed: Any) -> Any:

@@ -19,7 +19,8 @@ from tracebacks (``_traceback``); the class attribute of each static field (``_s
 and ``deps="read"``'s flatten with nested statics lifted (``_deep``); a large model's flat
 form, every leaf in one tuple and one interned shape (``_flatform``); JAX's C++ dispatch
 in front of a function's variants (``_front``); the settings every program is lowered
-under, one program on every process of a job (``_lowering``); and the one place for JAX's private
+under, one program on every process of a job (``_lowering``); work of staticfield's own inside a
+call, whose compiles are not the user's (``_own``); and the one place for JAX's private
 names, each checked at import (``_compat``, from the table of them and of the features
 that need them in ``_private``).
 

@@ -63,10 +63,7 @@ class Programs:
         if spec is None:
             return self._variant_aot(what, args, kwargs)
         # buckets=: the bucket's program, for the arguments a call would pad to it
-        padded, padded_kwargs, rows, bucket = spec.ahead(args, kwargs)
-        with spec.as_call(rows, bucket):
-            out = self._variant_aot(what, padded, padded_kwargs)
-        return spec.shapes(out, rows, bucket, padded, padded_kwargs) if what == "eval_shape" else out
+        return spec.run_ahead(what, args, kwargs, lambda padded, kw: self._variant_aot(what, padded, kw))
 
     def _variant_aot(self, what: str, args: tuple, kwargs: dict) -> Any:
         if self.rest_deps is not None:

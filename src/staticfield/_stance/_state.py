@@ -9,6 +9,8 @@ from __future__ import annotations
 import sys
 import threading
 
+from .._core import _own
+
 _local = threading.local()
 
 # The frames of JAX's ahead-of-time methods (``jax.jit(f).lower``/``.trace``/``.eval_shape``,
@@ -30,8 +32,9 @@ def leave() -> None:
 
 
 def refusing() -> bool:
-    """Whether this thread is inside ``sf.no_compiles()``."""
-    return getattr(_local, "depth", 0) > 0
+    """Whether this thread is inside ``sf.no_compiles()`` (and not in staticfield's own work,
+    ``_core._own``: the buckets' checking mode, whose programs are not the user's)."""
+    return getattr(_local, "depth", 0) > 0 and not _own.active()
 
 
 def abstract() -> bool:
