@@ -27,6 +27,18 @@ def same(got, want):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-5)
 
 
+def outputs_and_gradients_agree(f, plain, w):
+    """``f(x, w)`` and its gradients with respect to both (finite) equal ``plain``'s, for
+    ``COUNTS`` rows of 4 features."""
+    loss = lambda g: lambda x, w: jnp.sum(g(x, w) ** 2)  # noqa: E731
+    for n in COUNTS:
+        x = np.random.RandomState(n).randn(n, 4).astype(np.float32)
+        same(f(x, w), plain(x, w))
+        got = jax.grad(loss(f), argnums=(0, 1))(x, w)
+        assert all(np.isfinite(np.asarray(g)).all() for g in got)
+        same(got, jax.grad(loss(plain), argnums=(0, 1))(x, w))
+
+
 def images(n):
     return np.random.RandomState(n).randn(n, 6, 6, 2).astype(np.float32)
 
@@ -166,13 +178,7 @@ def test_a_replicated_shard_map():
     fn = lambda x, w: _shard_map()(body, mesh=mesh, in_specs=(P(), P()), out_specs=P())(x, w) + 1.0  # noqa: E731
     w = jnp.asarray(np.random.RandomState(1).randn(4, 4), jnp.float32)
     f, plain = sf.jit(fn, buckets={"x": 0}), jax.jit(fn)
-    for n in COUNTS:
-        x = np.random.RandomState(n).randn(n, 4).astype(np.float32)
-        same(f(x, w), plain(x, w))
-        loss = lambda g: lambda x, w: jnp.sum(g(x, w) ** 2)  # noqa: E731
-        got = jax.grad(loss(f), argnums=(0, 1))(x, w)
-        assert all(np.isfinite(np.asarray(g)).all() for g in got)
-        same(got, jax.grad(loss(plain), argnums=(0, 1))(x, w))
+    outputs_and_gradients_agree(f, plain, w)
     assert set(f.buckets()) == {4, 8}
 
 
@@ -194,11 +200,7 @@ def test_a_shard_map_that_splits_the_rows_over_a_one_device_mesh():
     fn = lambda x, w: _shard_map()(body, mesh=mesh, in_specs=(P("d"), P()), out_specs=P("d"))(x, w)  # noqa: E731
     w = jnp.asarray(np.random.RandomState(1).randn(4, 4), jnp.float32)
     f, plain = sf.jit(fn, buckets={"x": 0}), jax.jit(body)
-    for n in COUNTS:
-        x = np.random.RandomState(n).randn(n, 4).astype(np.float32)
-        same(f(x, w), plain(x, w))
-        loss = lambda g: lambda x, w: jnp.sum(g(x, w) ** 2)  # noqa: E731
-        same(jax.grad(loss(f), argnums=(0, 1))(x, w), jax.grad(loss(plain), argnums=(0, 1))(x, w))
+    outputs_and_gradients_agree(f, plain, w)
     assert set(f.buckets()) == {4, 8}
 
 

@@ -182,13 +182,7 @@ class BucketSpec(Arguments, Traced, Keys, Reports, Explanations, Recorded, Ahead
                 if spec.mask:
                     kwargs = dict(kwargs, valid=jax.numpy.ones((rows,), bool))
                 return spec._unwrap(call(*args, **kwargs))
-            given = (args, kwargs)
-            bucket = spec._bucket(rows, parts, given)
-            if bucket != rows:
-                args, kwargs = spec._padded(args, kwargs, parts, bucket)
-            if spec.mask:
-                kwargs = dict(kwargs, valid=_pad.valid_mask(rows, bucket))
-            return spec._attempt(call, kw_call, args, kwargs, rows, bucket, given)
+            return spec._pick(call, kw_call, args, kwargs, parts, rows)
 
         bucketed.__wrapped__ = call  # type: ignore[attr-defined]
         return bucketed
@@ -231,6 +225,12 @@ class BucketSpec(Arguments, Traced, Keys, Reports, Explanations, Recorded, Ahead
         """The call once more from its own arguments, its bucket picked by the new rule."""
         args, kwargs = given
         parts, rows = self._parts(args, kwargs, (np.ndarray, _ARRAY))
+        return self._pick(call, kw_call, args, kwargs, parts, rows)
+
+    def _pick(self, call: Callable, kw_call: Callable, args: tuple, kwargs: dict, parts: Any, rows: int) -> Any:
+        """The call with its bucket picked for ``rows``: padded (``parts``: the bucketed
+        arguments), the mask added, run by ``_attempt``."""
+        given = (args, kwargs)
         bucket = self._bucket(rows, parts, given)
         if bucket != rows:
             args, kwargs = self._padded(args, kwargs, parts, bucket)
