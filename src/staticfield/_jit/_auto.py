@@ -37,7 +37,7 @@ from ._agreement import ahead
 from ._programs import aot
 from ._tracker import TRACKER_SETTINGS, check_positive
 from .._core._errors import IDENTITY_ARGUMENT, StaticFieldWarning, article
-from .._core._identity import identity_keyed, leaf_key
+from .._core._identity import identity_keyed
 from .._core._traceback import hide
 
 CHOICES = ("auto",)
@@ -107,12 +107,7 @@ class AutoJit:
         leaves, treedef = _flatten((args, kwargs))
         try:
             shape = self._shapes[treedef, tuple(map(type, leaves))]
-            key = shape.key(leaves)
-            if shape.floats is not None:
-                key = (key, shape.pack(*shape.floats(leaves)))
-            if shape.strict is not None:
-                key = (key, tuple(map(leaf_key, shape.strict(leaves))))
-            front = shape.fronts[key]
+            front = shape.fronts[shape.lookup(leaves)]
         except Exception:  # noqa: BLE001 - a new shape or key, an unhashable or odd static: the miss
             front = None
         if front is None:  # (outside the except: the user's errors carry no lookup as context)

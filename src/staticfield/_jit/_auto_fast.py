@@ -240,6 +240,6 @@ KEY_KEYED = "(key(bare), pack(*floats(bare)), *map(leaf_key, strict(bare)), *map
 
 
 def key_namespace(fast: Fast) -> dict[str, Any]:
+    """What ``KEY_SIMPLE`` and ``KEY_KEYED`` name, for ``fast``'s shape."""
     return {"key": fast.key, "pack": fast.pack, "floats": fast.floats, "strict": fast.strict,
             "objects": fast.objects, "leaf_key": leaf_key}
-

@@ -51,20 +51,21 @@ class _Reader:
         self._count += 1
         return f"v{self._count}"
 
-    def _const(self, value: Any) -> str:
+    def const(self, value: Any) -> str:
+        """The name the generated code reads ``value`` by."""
         name = f"c{len(self.namespace)}"
         self.namespace[name] = value
         return name
 
     def node(self, var: str, value: Any) -> bool:
-        """Read ``value`` (held in ``var``); ``False`` for a node of the bare registry that
-        is not read in place (the call gets no generated hit)."""
+        """Read ``value`` (held in ``var``); ``False`` where it cannot be read in place (a
+        dict whose keys do not sort: the call gets no generated hit)."""
         t = type(value)
         if value is None:
             self.lines.append(f"if {var} is not None: return miss(owner, args, kwargs)")
             return True
         if t is tuple or t is list or _named_tuple(t):
-            self.lines.append(f"if type({var}) is not {self._const(t)} or len({var}) != {len(value)}: "
+            self.lines.append(f"if type({var}) is not {self.const(t)} or len({var}) != {len(value)}: "
                               "return miss(owner, args, kwargs)")
             return self.items(var, list(value))
         if t is dict:
@@ -76,6 +77,7 @@ class _Reader:
         return True
 
     def items(self, var: str, items: list) -> bool:
+        """Read the items of the tuple or list held in ``var``, in order."""
         names = [self._new() for _ in items]
         if names:
             self.lines.append(f"{', '.join(names)}, = {var}")
@@ -88,7 +90,7 @@ class _Reader:
             return False
         names = [self._new() for _ in keys]
         for n, k in zip(names, keys):
-            self.lines.append(f"{n} = {var}.get({self._const(k)}, MISSING)")
+            self.lines.append(f"{n} = {var}.get({self.const(k)}, MISSING)")
         return all(self.node(n, value[k]) for n, k in zip(names, keys))
 
 
@@ -104,7 +106,7 @@ def hit_function(fast: Fast, args: tuple, kwargs: dict, bare: list, fallback: Fa
         return None  # the bare flatten walks the call otherwise (a tuple subclass it reads as a node)
     if len(bare) > MAX_LEAVES:
         return None
-    classes = [reader._const(type(v)) for v in reader.values]
+    classes = [reader.const(type(v)) for v in reader.values]
     checks = " or ".join(f"type({n}) is not {c}" for n, c in zip(reader.names, classes))  # (no __getattribute__)
     lines = ["def hit(owner, args, kwargs):"]
     lines += [f"    {line}" for line in reader.lines]
